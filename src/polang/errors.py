@@ -1,0 +1,106 @@
+"""The exception family: every failure a caller can see is a ``PolangError``.
+
+Messages always say *what* was wrong and *where* (file:line:col, JSON path, token index),
+because an authorization library is debugged from its error messages.
+"""
+
+from __future__ import annotations
+
+
+class PolangError(Exception):
+    """Base of every exception polang raises on bad input or configuration."""
+
+
+class ConfigError(PolangError):
+    """An ``ENGINE_*`` property is unknown or has a value outside what is allowed."""
+
+
+class PolicyStoreError(PolangError):
+    """A policy store cannot be loaded; the whole store is rejected."""
+
+
+class PolicyParseError(PolangError):
+    """Policy text is not valid polang.
+
+    Carries the position so tools can point at it; the message already includes
+    ``file:line:col`` and a caret excerpt.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        filename: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.filename = filename
+        self.line = line
+        self.column = column
+
+
+class SchemaError(PolangError):
+    """A schema (human or JSON form) is malformed or inconsistent."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        filename: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        path: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.filename = filename
+        self.line = line
+        self.column = column
+        self.path = path
+
+
+class ValidationError(PolangError):
+    """Policies, entities or a request do not conform to the schema.
+
+    ``findings`` lists every problem found (not only the first).
+    """
+
+    def __init__(self, message: str, findings: list[object] | None = None) -> None:
+        super().__init__(message)
+        self.findings = list(findings or [])
+
+
+class EntityError(PolangError):
+    """Entity JSON is malformed; the message names the entity uid and JSON path."""
+
+    def __init__(self, message: str, *, uid: str | None = None, path: str | None = None) -> None:
+        super().__init__(message)
+        self.uid = uid
+        self.path = path
+
+
+class TokenError(PolangError):
+    """No usable token was left for a multi-issuer request, or a token input is malformed."""
+
+    def __init__(self, message: str, reasons: list[dict[str, object]] | None = None) -> None:
+        super().__init__(message)
+        self.reasons = list(reasons or [])
+
+
+class RequestError(PolangError):
+    """An authorization request is malformed (bad action, resource, context...)."""
+
+
+class EvaluationError(Exception):
+    """An error *inside* a policy's evaluation (missing attribute, overflow, type error).
+
+    Not a ``PolangError``: it never escapes to callers. The policy does not apply and the
+    error is reported in ``diagnostics.errors``, as the language requires.
+    """
+
+    __slots__ = ("kind", "message")
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
