@@ -1,0 +1,854 @@
+"""Decision, system and metric logs of the engine.
+
+Entries are plain JSON-ready dicts so that every sink (memory, stdout, stdlib ``logging``)
+sees exactly the same data and callers can forward them anywhere without adapters. Tokens
+are never logged whole: a decision entry keeps only each token's id claim, and every string
+that goes into an entry is scanned for compact JWTs, which are replaced by a marker.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import math
+import os
+import re
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from polang.errors import ConfigError, PolangError, TokenError
+
+__all__ = [
+    "DEFAULT_APPLICATION_ID",
+    "LEVELS",
+    "LOG_KINDS",
+    "LOG_TYPES",
+    "PYTHON_LOGGER_NAME",
+    "REDACTED_TOKEN",
+    "SETTING_KEYS",
+    "LogError",
+    "LogSettings",
+    "Logger",
+    "MemoryLog",
+    "MetricsCollector",
+    "UUIDv7Generator",
+    "format_timestamp",
+    "redact_tokens",
+    "token_log_ids",
+    "uuid7",
+]
+
+LOG_TYPES: Final = ("off", "memory", "std_out", "python")
+# Most severe first; a configured level lets through itself and everything before it.
+LEVELS: Final = ("FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE")
+LOG_KINDS: Final = ("Decision", "System", "Metric")
+DEFAULT_APPLICATION_ID: Final = "polang"
+REDACTED_TOKEN: Final = "[redacted JWT]"
+
+_SEVERITY: Final = {name: len(LEVELS) - i for i, name in enumerate(LEVELS)}
+TRACE_LEVELNO: Final = 5
+_PY_LEVELS: Final = {
+    "FATAL": logging.CRITICAL,
+    "ERROR": logging.ERROR,
+    "WARN": logging.WARNING,
+    "INFO": logging.INFO,
+    "DEBUG": logging.DEBUG,
+    "TRACE": TRACE_LEVELNO,
+}
+PYTHON_LOGGER_NAME: Final = "polang"
+
+# Fields every entry carries, plus those of each kind: caller extras may not shadow them.
+_COMMON_FIELDS: Final = frozenset({"id", "timestamp", "log_kind", "application_id", "pdp_id"})
+_DECISION_FIELDS: Final = _COMMON_FIELDS | {
+    "request_id",
+    "policystore_id",
+    "policystore_version",
+    "principal",
+    "action",
+    "resource",
+    "decision",
+    "diagnostics",
+    "tokens",
+    "dropped_tokens",
+    "decision_time_micro_sec",
+}
+_SYSTEM_FIELDS: Final = _COMMON_FIELDS | {"level", "msg"}
+_METRIC_FIELDS: Final = _COMMON_FIELDS | {"counters", "gauges", "timings"}
+
+# A token id claim longer than this is not an id: it is dropped rather than logged.
+_MAX_TOKEN_ID_LEN: Final = 256
+
+
+class LogError(PolangError):
+    """A log call was given something that cannot become a log entry."""
+
+
+# --------------------------------------------------------------------------- UUIDv7
+
+
+class UUIDv7Generator:
+    """RFC 9562 UUIDv7 ids that sort in creation order, even within one millisecond.
+
+    Layout: 48-bit Unix milliseconds, version 7, then 74 bits of which the leftmost
+    ``counter_bits`` are a counter (RFC 9562 section 6.2, method 1) and the rest are random.
+    A new millisecond seeds the counter randomly with its top bit clear (room to count); the
+    same millisecond, or a clock that went backwards, increments it; on counter overflow the
+    timestamp is advanced by one millisecond so ids never go backwards.
+    """
+
+    _RAND_BITS: Final = 74
+
+    def __init__(
+        self,
+        *,
+        clock_ms: Callable[[], int] | None = None,
+        random_bytes: Callable[[int], bytes] = os.urandom,
+        counter_bits: int = 42,
+    ) -> None:
+        if not 1 <= counter_bits <= self._RAND_BITS:
+            raise LogError(f"UUIDv7 counter_bits must be 1..{self._RAND_BITS}, got {counter_bits}")
+        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._random_bytes = random_bytes
+        self._counter_bits = counter_bits
+        self._random_tail_bits = self._RAND_BITS - counter_bits
+        self._lock = threading.Lock()
+        self._last_ms = -1
+        self._counter = 0
+
+    def _random_int(self, bits: int) -> int:
+        if bits <= 0:
+            return 0
+        raw = int.from_bytes(self._random_bytes((bits + 7) // 8), "big")
+        return raw & ((1 << bits) - 1)
+
+    def __call__(self) -> str:
+        now = int(self._clock_ms())
+        with self._lock:
+            if now > self._last_ms:
+                self._last_ms = now
+                self._counter = self._random_int(self._counter_bits - 1)
+            else:
+                self._counter += 1
+                if self._counter >> self._counter_bits:
+                    self._last_ms += 1
+                    self._counter = self._random_int(self._counter_bits - 1)
+            ms, counter = self._last_ms, self._counter
+        if not 0 <= ms < 1 << 48:
+            raise LogError(f"UUIDv7 timestamp {ms} ms is outside the 48-bit range")
+        rand = (counter << self._random_tail_bits) | self._random_int(self._random_tail_bits)
+        rand_a = rand >> 62
+        rand_b = rand & ((1 << 62) - 1)
+        value = (ms << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b
+        h = f"{value:032x}"
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+_default_uuid7 = UUIDv7Generator()
+
+
+def uuid7() -> str:
+    """A new UUIDv7 string (lowercase, hyphenated), monotonic across the whole process."""
+    return _default_uuid7()
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def format_timestamp(seconds: float) -> str:
+    """ISO 8601 UTC with milliseconds and a ``Z`` suffix, e.g. ``2025-01-31T12:00:00.123Z``."""
+    total_ms = math.floor(seconds * 1000)
+    secs, ms = divmod(total_ms, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{ms:03d}Z"
+
+
+# A dot-joined run of base64url segments: where a compact JWS (3 segments, the last empty
+# for alg=none) or JWE (5 segments) may hide, possibly glued to other dotted text.
+_DOTTED_RUN = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]*){2,}")
+_MIN_HEADER_LEN = 14  # base64url of the shortest header, {"alg":"x"}
+
+
+def _jwt_header(segment: str) -> dict[str, Any] | None:
+    """The decoded header if ``segment`` is a base64url JSON object naming an ``alg``."""
+    if len(segment) < _MIN_HEADER_LEN:
+        return None
+    try:
+        header = json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        return None
+    return header if isinstance(header, dict) and "alg" in header else None
+
+
+def _redact_run(match: re.Match[str]) -> str:
+    parts = match.group(0).split(".")
+    out: list[str] = []
+    i = 0
+    while i < len(parts):
+        header = _jwt_header(parts[i]) if i + 2 < len(parts) else None
+        if header is None:
+            out.append(parts[i])
+            i += 1
+            continue
+        size = 5 if "enc" in header and i + 4 < len(parts) else 3
+        out.append(REDACTED_TOKEN)
+        i += size
+    return ".".join(out)
+
+
+def redact_tokens(text: str) -> str:
+    """Replace every compact JWT (JWS or JWE) inside ``text`` by ``[redacted JWT]``."""
+    if "." not in text:
+        return text
+    return _DOTTED_RUN.sub(_redact_run, text)
+
+
+def _jsonable(value: object) -> Any:
+    """A JSON-ready copy of ``value`` with every embedded JWT redacted.
+
+    Unknown objects become their ``str`` so a log call never fails on an exotic value (an
+    ``EntityUID`` shows in policy syntax); non-finite floats are not JSON and become strings.
+    """
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, str):
+        return redact_tokens(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Mapping):
+        return {redact_tokens(str(k)): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, set | frozenset):
+        items = [_jsonable(v) for v in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return items
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return _jsonable(to_dict())
+    return redact_tokens(str(value))
+
+
+def _copy_json(value: Any) -> Any:
+    """Copy of JSON-ready data (cheaper than ``deepcopy``) so readers cannot alter the log."""
+    if isinstance(value, dict):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(v) for v in value]
+    return value
+
+
+def _is_safe_token_id(value: object) -> bool:
+    """An id worth logging: an integer, or a short string that is not itself a token."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return (
+        isinstance(value, str) and len(value) <= _MAX_TOKEN_ID_LEN and redact_tokens(value) == value
+    )
+
+
+def token_log_ids(
+    tokens: Mapping[str, Mapping[str, object]] | None, jwt_id_claim: str = "jti"
+) -> dict[str, dict[str, str | int]]:
+    """What a decision log may say about each token: its id claim and nothing else.
+
+    ``tokens`` maps a token key (its mapping or ``<issuer>_<type>`` name) to the token's
+    decoded claims. The result is ``{key: {jwt_id_claim: value}}``; a missing id, an id that
+    is not a string or integer, an overlong id or one that is itself a JWT gives ``{}``.
+    Applying it to its own output returns the same thing. A raw token (a string or bytes)
+    instead of claims is refused: the caller must never hand whole tokens to the log.
+    """
+    if not tokens:
+        return {}
+    if not isinstance(tokens, Mapping):
+        raise TokenError(
+            f"decision log tokens must map a token key to its decoded claims, "
+            f"got {type(tokens).__name__}"
+        )
+    out: dict[str, dict[str, str | int]] = {}
+    for index, (key, claims) in enumerate(tokens.items()):
+        safe_key = redact_tokens(str(key))
+        if not isinstance(claims, Mapping):
+            raise TokenError(
+                f"decision log tokens[{index}] ({safe_key!r}): expected the decoded claims "
+                f"(a mapping), got {type(claims).__name__}; whole tokens are never logged"
+            )
+        value = claims.get(jwt_id_claim)
+        entry: dict[str, str | int] = {}
+        if _is_safe_token_id(value):
+            entry[jwt_id_claim] = value  # type: ignore[assignment]
+        out[safe_key] = entry
+    return out
+
+
+def _check_extra(extra: Mapping[str, object], reserved: frozenset[str], kind: str) -> None:
+    clash = sorted(set(extra) & reserved)
+    if clash:
+        raise LogError(f"{kind} log entry: extra field(s) {clash} would overwrite built-in fields")
+
+
+def _norm_level(level: object, where: str) -> str:
+    name = str(level).strip().upper() if isinstance(level, str) else None
+    if name == "WARNING":
+        name = "WARN"
+    if name not in _SEVERITY:
+        raise LogError(f"{where}: log level {level!r} is not one of {' '.join(LEVELS)}")
+    return name
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def _parse_int(key: str, value: object, *, minimum: int = 0) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(f"{key}: expected an integer >= {minimum}, got {value!r}")
+    if isinstance(value, int):
+        n = value
+    elif (isinstance(value, float) and value.is_integer()) or (
+        isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value)
+    ):
+        n = int(value)
+    else:
+        raise ConfigError(f"{key}: expected an integer >= {minimum}, got {value!r}")
+    if n < minimum:
+        raise ConfigError(f"{key}: expected an integer >= {minimum}, got {value!r}")
+    return n
+
+
+def _parse_seconds(key: str, value: object) -> float:
+    if isinstance(value, bool):
+        raise ConfigError(f"{key}: expected a number of seconds >= 0, got {value!r}")
+    n: float
+    if isinstance(value, int | float):
+        n = float(value)
+    elif isinstance(value, str):
+        try:
+            n = float(value.strip())
+        except ValueError:
+            raise ConfigError(f"{key}: expected a number of seconds >= 0, got {value!r}") from None
+    else:
+        raise ConfigError(f"{key}: expected a number of seconds >= 0, got {value!r}")
+    if not math.isfinite(n) or n < 0:
+        raise ConfigError(f"{key}: expected a number of seconds >= 0, got {value!r}")
+    return n
+
+
+# The ENGINE_* property behind each LogSettings field.
+SETTING_KEYS: Final = {
+    "ENGINE_LOG_TYPE": "log_type",
+    "ENGINE_LOG_LEVEL": "level",
+    "ENGINE_LOG_TTL": "ttl",
+    "ENGINE_LOG_MAX_ITEMS": "max_items",
+    "ENGINE_APPLICATION_NAME": "application_id",
+    "ENGINE_DECISION_LOG_DEFAULT_JWT_ID": "decision_log_default_jwt_id",
+}
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    """How the engine logs; ``ttl`` and ``max_items`` apply to the memory log (0 = no limit)."""
+
+    log_type: str = "off"
+    level: str = "WARN"
+    ttl: float = 60.0
+    max_items: int = 10000
+    application_id: str = DEFAULT_APPLICATION_ID
+    decision_log_default_jwt_id: str = "jti"
+
+    def __post_init__(self) -> None:
+        lt = self.log_type.strip().lower() if isinstance(self.log_type, str) else None
+        if lt not in LOG_TYPES:
+            raise ConfigError(
+                f"ENGINE_LOG_TYPE: {self.log_type!r} is not one of {', '.join(LOG_TYPES)}"
+            )
+        object.__setattr__(self, "log_type", lt)
+        try:
+            level = _norm_level(self.level, "ENGINE_LOG_LEVEL")
+        except LogError as exc:
+            raise ConfigError(str(exc)) from None
+        object.__setattr__(self, "level", level)
+        object.__setattr__(self, "ttl", _parse_seconds("ENGINE_LOG_TTL", self.ttl))
+        object.__setattr__(self, "max_items", _parse_int("ENGINE_LOG_MAX_ITEMS", self.max_items))
+        for key, attr in (
+            ("ENGINE_APPLICATION_NAME", "application_id"),
+            ("ENGINE_DECISION_LOG_DEFAULT_JWT_ID", "decision_log_default_jwt_id"),
+        ):
+            value = getattr(self, attr)
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"{key}: expected a non-empty string, got {value!r}")
+
+    @classmethod
+    def from_mapping(cls, d: Mapping[str, object]) -> LogSettings:
+        """Settings from ``ENGINE_*`` keys; other keys are ignored (they belong to Config).
+
+        Values may be strings (environment) or native values (JSON/YAML). An unknown
+        ``ENGINE_LOG_*`` key is an error, to catch typos.
+        """
+        kwargs: dict[str, Any] = {}
+        for key, value in d.items():
+            if key in SETTING_KEYS:
+                if value is not None:
+                    kwargs[SETTING_KEYS[key]] = value
+            elif isinstance(key, str) and key.startswith("ENGINE_LOG_"):
+                known = ", ".join(k for k in SETTING_KEYS if k.startswith("ENGINE_LOG_"))
+                raise ConfigError(f"{key}: unknown log property (known: {known})")
+        return cls(**kwargs)
+
+
+# --------------------------------------------------------------------------- memory log
+
+
+class MemoryLog:
+    """Entries kept in memory for ``ttl`` seconds, at most ``max_items`` (oldest evicted).
+
+    Thread-safe. Expired entries are purged on every access. Readers get copies, so the
+    log cannot be changed from outside. Tags are an entry's ``log_kind`` and, for system
+    entries, its ``level``; matching is case-insensitive.
+    """
+
+    def __init__(
+        self,
+        ttl: float = 60.0,
+        max_items: int = 10000,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._ttl = ttl
+        self._max_items = max_items
+        self._clock = clock
+        self._lock = threading.Lock()
+        # id -> (expires_at, entry); insertion order is age order.
+        self._entries: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+        self._by_tag: dict[str, dict[str, None]] = {}
+        self._by_request: dict[str, dict[str, None]] = {}
+
+    @staticmethod
+    def _tags(entry: Mapping[str, Any]) -> list[str]:
+        tags = [str(entry.get("log_kind", "")).lower()]
+        level = entry.get("level")
+        if isinstance(level, str):
+            tags.append(level.lower())
+        return tags
+
+    def _unindex(self, log_id: str, entry: Mapping[str, Any]) -> None:
+        for tag in self._tags(entry):
+            ids = self._by_tag.get(tag)
+            if ids is not None:
+                ids.pop(log_id, None)
+                if not ids:
+                    del self._by_tag[tag]
+        rid = entry.get("request_id")
+        if isinstance(rid, str):
+            ids = self._by_request.get(rid)
+            if ids is not None:
+                ids.pop(log_id, None)
+                if not ids:
+                    del self._by_request[rid]
+
+    def _purge(self, now: float) -> None:
+        if self._ttl <= 0:
+            return
+        while self._entries:
+            log_id, (expires, entry) = next(iter(self._entries.items()))
+            if expires > now:
+                break
+            del self._entries[log_id]
+            self._unindex(log_id, entry)
+
+    def add(self, entry: Mapping[str, Any]) -> None:
+        """Store one entry (it must have a string ``id``)."""
+        log_id = entry.get("id")
+        if not isinstance(log_id, str):
+            raise LogError("memory log: an entry needs a string 'id'")
+        stored = _copy_json(dict(entry))
+        with self._lock:
+            now = self._clock()
+            self._purge(now)
+            old = self._entries.pop(log_id, None)
+            if old is not None:
+                self._unindex(log_id, old[1])
+            self._entries[log_id] = (now + self._ttl, stored)
+            for tag in self._tags(stored):
+                self._by_tag.setdefault(tag, {})[log_id] = None
+            rid = stored.get("request_id")
+            if isinstance(rid, str):
+                self._by_request.setdefault(rid, {})[log_id] = None
+            if self._max_items > 0:
+                while len(self._entries) > self._max_items:
+                    old_id, (_, old_entry) = self._entries.popitem(last=False)
+                    self._unindex(old_id, old_entry)
+
+    def pop_logs(self) -> list[dict[str, Any]]:
+        """Every live entry, oldest first, removing them from the log."""
+        with self._lock:
+            self._purge(self._clock())
+            out = [entry for _, entry in self._entries.values()]
+            self._entries.clear()
+            self._by_tag.clear()
+            self._by_request.clear()
+        return out
+
+    def get_log_by_id(self, log_id: str) -> dict[str, Any] | None:
+        """The entry with this id, or None when absent or expired."""
+        with self._lock:
+            self._purge(self._clock())
+            item = self._entries.get(log_id)
+            return None if item is None else _copy_json(item[1])
+
+    def get_log_ids(self) -> list[str]:
+        """Ids of the live entries, oldest first."""
+        with self._lock:
+            self._purge(self._clock())
+            return list(self._entries)
+
+    def _collect(self, ids: Iterable[str]) -> list[dict[str, Any]]:
+        return [_copy_json(self._entries[i][1]) for i in ids]
+
+    def get_logs_by_tag(self, tag: str) -> list[dict[str, Any]]:
+        """Entries whose ``log_kind`` or ``level`` equals ``tag`` (any case), oldest first."""
+        key = str(tag).lower()
+        if key == "warning":
+            key = "warn"
+        with self._lock:
+            self._purge(self._clock())
+            return self._collect(self._by_tag.get(key, ()))
+
+    def get_logs_by_request_id(self, request_id: str) -> list[dict[str, Any]]:
+        """Entries of one request (decision entries and any carrying that ``request_id``)."""
+        with self._lock:
+            self._purge(self._clock())
+            return self._collect(self._by_request.get(request_id, ()))
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._purge(self._clock())
+            return len(self._entries)
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+_METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+
+
+def _check_metric_name(name: object, group: str) -> str:
+    if not isinstance(name, str) or not _METRIC_NAME.fullmatch(name):
+        raise LogError(f"metric {group}: name {name!r} must match [A-Za-z_][A-Za-z0-9_.]*")
+    return name
+
+
+def _check_number(value: object, where: str) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise LogError(f"{where}: expected a number, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise LogError(f"{where}: expected a finite number, got {value!r}")
+    return value
+
+
+def _timing_summary(name: str, value: object) -> dict[str, int | float]:
+    """A timing is ``{count, total, min, max}`` in microseconds; a number is one sample."""
+    where = f"metric timings[{name!r}]"
+    if isinstance(value, Mapping):
+        keys = {"count", "total", "min", "max"}
+        if set(value) != keys:
+            raise LogError(f"{where}: a summary needs exactly the keys {sorted(keys)}")
+        summary = {k: _check_number(value[k], f"{where}.{k}") for k in sorted(keys)}
+        if not isinstance(summary["count"], int) or summary["count"] < 1:
+            raise LogError(f"{where}.count: expected an integer >= 1, got {summary['count']!r}")
+        return summary
+    v = _check_number(value, where)
+    return {"count": 1, "total": v, "min": v, "max": v}
+
+
+class MetricsCollector:
+    """Thread-safe accumulation between two Metric entries.
+
+    Counters are totals since the collector was created; timings are summaries of the
+    samples observed since the last snapshot; gauges keep their latest value.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counters: dict[str, int] = {}
+        self._gauges: dict[str, int | float] = {}
+        self._timings: dict[str, dict[str, int | float]] = {}
+
+    def increment(self, name: str, n: int = 1) -> None:
+        """Add ``n`` to a counter."""
+        _check_metric_name(name, "counters")
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise LogError(f"metric counters[{name!r}]: increment must be an integer, got {n!r}")
+        with self._lock:
+            self._counters[name] = self._counters.get(name, 0) + n
+
+    def set_gauge(self, name: str, value: int | float) -> None:
+        """Record the current value of a gauge (e.g. ``policy_count``)."""
+        _check_metric_name(name, "gauges")
+        v = _check_number(value, f"metric gauges[{name!r}]")
+        with self._lock:
+            self._gauges[name] = v
+
+    def observe(self, name: str, micro_sec: int | float) -> None:
+        """Add one timing sample in microseconds (e.g. ``evaluation_time_micro_sec``)."""
+        _check_metric_name(name, "timings")
+        v = _check_number(micro_sec, f"metric timings[{name!r}]")
+        with self._lock:
+            s = self._timings.get(name)
+            if s is None:
+                self._timings[name] = {"count": 1, "total": v, "min": v, "max": v}
+            else:
+                s["count"] += 1
+                s["total"] += v
+                s["min"] = min(s["min"], v)
+                s["max"] = max(s["max"], v)
+
+    def snapshot(
+        self, *, reset_timings: bool = True
+    ) -> tuple[dict[str, int], dict[str, int | float], dict[str, dict[str, int | float]]]:
+        """``(counters, gauges, timings)`` as copies; timings restart unless told otherwise."""
+        with self._lock:
+            counters = dict(self._counters)
+            gauges = dict(self._gauges)
+            timings = {k: dict(v) for k, v in self._timings.items()}
+            if reset_timings:
+                self._timings.clear()
+        return counters, gauges, timings
+
+
+# --------------------------------------------------------------------------- sinks
+
+
+_stdout_lock = threading.Lock()
+
+
+def _dumps(entry: Mapping[str, Any]) -> str:
+    return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+
+
+class Logger:
+    """The engine's log facade: builds entries and hands them to the configured sink.
+
+    ``clock`` gives wall-clock seconds for timestamps, ``monotonic`` the time base of the
+    memory log's TTL; both are injectable for tests. With ``log_type="off"`` every call
+    returns at once without building an entry.
+    """
+
+    def __init__(
+        self,
+        settings: LogSettings | None = None,
+        *,
+        pdp_id: str | None = None,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        id_generator: Callable[[], str] = uuid7,
+    ) -> None:
+        self.settings = settings or LogSettings()
+        self.pdp_id = pdp_id or id_generator()
+        self._clock = clock
+        self._new_id = id_generator
+        self._threshold = _SEVERITY[self.settings.level]
+        self._type = self.settings.log_type
+        self._app = self.settings.application_id
+        self._jwt_id = self.settings.decision_log_default_jwt_id
+        self.memory: MemoryLog | None = None
+        self._py: logging.Logger | None = None
+        if self._type == "memory":
+            self.memory = MemoryLog(self.settings.ttl, self.settings.max_items, clock=monotonic)
+        elif self._type == "python":
+            if logging.getLevelName(TRACE_LEVELNO) == f"Level {TRACE_LEVELNO}":
+                logging.addLevelName(TRACE_LEVELNO, "TRACE")
+            self._py = logging.getLogger(PYTHON_LOGGER_NAME)
+        self.metrics = MetricsCollector()
+
+    @classmethod
+    def from_mapping(cls, d: Mapping[str, object], **kwargs: Any) -> Logger:
+        """A logger from ``ENGINE_*`` keys (see ``LogSettings.from_mapping``)."""
+        return cls(LogSettings.from_mapping(d), **kwargs)
+
+    # -- what is enabled
+
+    @property
+    def log_type(self) -> str:
+        return self._type
+
+    @property
+    def enabled(self) -> bool:
+        """False for ``off``: callers can skip gathering data for decision logs."""
+        return self._type != "off"
+
+    def is_enabled_for(self, level: str) -> bool:
+        """Whether a system entry at ``level`` would be written."""
+        if self._type == "off":
+            return False
+        name = _norm_level(level, "is_enabled_for")
+        if _SEVERITY[name] < self._threshold:
+            return False
+        return self._py is None or self._py.isEnabledFor(_PY_LEVELS[name])
+
+    # -- building and writing
+
+    def _base(self, kind: str) -> dict[str, Any]:
+        return {
+            "id": self._new_id(),
+            "timestamp": format_timestamp(self._clock()),
+            "log_kind": kind,
+            "application_id": self._app,
+            "pdp_id": self.pdp_id,
+        }
+
+    def _write(self, entry: dict[str, Any], level: str) -> None:
+        if self.memory is not None:
+            self.memory.add(entry)
+        elif self._type == "std_out":
+            line = _dumps(entry) + "\n"
+            with _stdout_lock:
+                out = sys.stdout
+                out.write(line)
+                out.flush()
+        elif self._py is not None:
+            self._py.log(_PY_LEVELS[level], "%s", _dumps(entry), extra={"polang": entry})
+
+    def decision(
+        self,
+        *,
+        request_id: str,
+        decision: bool | str,
+        action: object,
+        resource: object,
+        principal: object = None,
+        reason: Iterable[str] = (),
+        errors: Iterable[Mapping[str, object]] = (),
+        tokens: Mapping[str, Mapping[str, object]] | None = None,
+        dropped_tokens: Iterable[Mapping[str, object]] = (),
+        decision_time_micro_sec: int | float = 0,
+        policystore_id: str | None = None,
+        policystore_version: str | None = None,
+        **extra: object,
+    ) -> dict[str, Any] | None:
+        """Write one Decision entry; returns it (None when logging is off or filtered out).
+
+        ``tokens`` are the decoded claims per token key: only each token's
+        ``decision_log_default_jwt_id`` claim is kept (see ``token_log_ids``).
+        """
+        if self._type == "off":
+            return None
+        if self._py is not None and not self._py.isEnabledFor(logging.INFO):
+            return None
+        if isinstance(decision, bool):
+            verdict = "ALLOW" if decision else "DENY"
+        elif isinstance(decision, str) and decision.strip().upper() in ("ALLOW", "DENY"):
+            verdict = decision.strip().upper()
+        else:
+            raise LogError(f"decision log: decision must be a bool or ALLOW/DENY, got {decision!r}")
+        _check_extra(extra, _DECISION_FIELDS, "Decision")
+        entry = self._base("Decision")
+        entry.update(
+            {
+                "request_id": _jsonable(request_id),
+                "policystore_id": _jsonable(policystore_id),
+                "policystore_version": _jsonable(policystore_version),
+                "principal": _jsonable(principal),
+                "action": _jsonable(action),
+                "resource": _jsonable(resource),
+                "decision": verdict,
+                "diagnostics": {
+                    "reason": _jsonable(list(reason)),
+                    "errors": _jsonable(list(errors)),
+                },
+                "tokens": token_log_ids(tokens, self._jwt_id),
+                "dropped_tokens": _jsonable(list(dropped_tokens)),
+                "decision_time_micro_sec": round(
+                    _check_number(decision_time_micro_sec, "decision_time_micro_sec")
+                ),
+            }
+        )
+        if extra:
+            entry.update(_jsonable(extra))
+        self._write(entry, "INFO")
+        return entry
+
+    def system(self, level: str, msg: object, **extra: object) -> dict[str, Any] | None:
+        """Write one System entry if ``level`` passes the configured level."""
+        if self._type == "off":
+            return None
+        name = _norm_level(level, "system log")
+        if _SEVERITY[name] < self._threshold:
+            return None
+        if self._py is not None and not self._py.isEnabledFor(_PY_LEVELS[name]):
+            return None
+        _check_extra(extra, _SYSTEM_FIELDS, "System")
+        entry = self._base("System")
+        entry["level"] = name
+        entry["msg"] = _jsonable(msg if isinstance(msg, str) else str(msg))
+        if extra:
+            entry.update(_jsonable(extra))
+        self._write(entry, name)
+        return entry
+
+    def metric(
+        self,
+        *,
+        counters: Mapping[str, int] | None = None,
+        gauges: Mapping[str, int | float] | None = None,
+        timings: Mapping[str, int | float | Mapping[str, int | float]] | None = None,
+        **extra: object,
+    ) -> dict[str, Any] | None:
+        """Write one Metric entry; a timing given as a number is a summary of one sample."""
+        if self._type == "off":
+            return None
+        if self._py is not None and not self._py.isEnabledFor(logging.INFO):
+            return None
+        _check_extra(extra, _METRIC_FIELDS, "Metric")
+        c: dict[str, int] = {}
+        for name, value in (counters or {}).items():
+            _check_metric_name(name, "counters")
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise LogError(f"metric counters[{name!r}]: expected an integer, got {value!r}")
+            c[name] = value
+        g = {
+            _check_metric_name(n, "gauges"): _check_number(v, f"metric gauges[{n!r}]")
+            for n, v in (gauges or {}).items()
+        }
+        t = {
+            _check_metric_name(n, "timings"): _timing_summary(n, v)
+            for n, v in (timings or {}).items()
+        }
+        entry = self._base("Metric")
+        entry.update({"counters": c, "gauges": g, "timings": t})
+        if extra:
+            entry.update(_jsonable(extra))
+        self._write(entry, "INFO")
+        return entry
+
+    def flush_metrics(self, **extra: object) -> dict[str, Any] | None:
+        """Write what ``self.metrics`` accumulated as one Metric entry (timings restart)."""
+        if self._type == "off":
+            return None
+        counters, gauges, timings = self.metrics.snapshot()
+        return self.metric(counters=counters, gauges=gauges, timings=timings, **extra)
+
+    # -- memory log queries (empty results for the other log types)
+
+    def pop_logs(self) -> list[dict[str, Any]]:
+        return self.memory.pop_logs() if self.memory is not None else []
+
+    def get_log_by_id(self, log_id: str) -> dict[str, Any] | None:
+        return self.memory.get_log_by_id(log_id) if self.memory is not None else None
+
+    def get_log_ids(self) -> list[str]:
+        return self.memory.get_log_ids() if self.memory is not None else []
+
+    def get_logs_by_tag(self, tag: str) -> list[dict[str, Any]]:
+        return self.memory.get_logs_by_tag(tag) if self.memory is not None else []
+
+    def get_logs_by_request_id(self, request_id: str) -> list[dict[str, Any]]:
+        return self.memory.get_logs_by_request_id(request_id) if self.memory is not None else []
