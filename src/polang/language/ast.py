@@ -7,7 +7,7 @@ re-parses to an *equal* AST: that is the formatter's property test.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal
 
 from polang.language.values import EntityUID
 
@@ -32,10 +32,6 @@ class Span:
 NO_SPAN = Span(0, 0, 0, 0)
 
 
-def _span() -> Span:
-    return field(default=NO_SPAN, compare=False, repr=False)  # type: ignore[no-any-return]
-
-
 # ---------------------------------------------------------------- expressions
 
 
@@ -44,13 +40,13 @@ class Lit:
     """A Bool, Long or String literal (negative Long literals are folded: ``-5``)."""
 
     value: bool | int | str
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class EntityLit:
     uid: EntityUID
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 VarName = Literal["principal", "action", "resource", "context"]
@@ -59,7 +55,7 @@ VarName = Literal["principal", "action", "resource", "context"]
 @dataclass(frozen=True, slots=True)
 class Var:
     name: VarName
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 SlotName = Literal["?principal", "?resource"]
@@ -68,14 +64,14 @@ SlotName = Literal["?principal", "?resource"]
 @dataclass(frozen=True, slots=True)
 class Slot:
     name: SlotName
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Unary:
     op: Literal["!", "-"]
     arg: Expr
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 BinaryOp = Literal["==", "!=", "<", "<=", ">", ">=", "in", "+", "-", "*", "&&", "||"]
@@ -86,7 +82,7 @@ class Binary:
     op: BinaryOp
     left: Expr
     right: Expr
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +91,7 @@ class Has:
 
     expr: Expr
     attr: str
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 class Wildcard:
@@ -114,7 +110,7 @@ class Wildcard:
 
 WILDCARD = Wildcard()
 
-PatternElem = Union[str, Wildcard]
+PatternElem = str | Wildcard
 """A pattern is a tuple of literal characters (one-character strings) and ``WILDCARD``."""
 
 
@@ -122,7 +118,7 @@ PatternElem = Union[str, Wildcard]
 class Like:
     expr: Expr
     pattern: tuple[PatternElem, ...]
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +128,7 @@ class Is:
     expr: Expr
     entity_type: str
     in_expr: Expr | None = None
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +137,7 @@ class GetAttr:
 
     expr: Expr
     attr: str
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +147,7 @@ class MethodCall:
     receiver: Expr
     name: str
     args: tuple[Expr, ...]
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +156,7 @@ class ExtCall:
 
     name: str
     args: tuple[Expr, ...]
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,13 +164,13 @@ class If:
     cond: Expr
     then: Expr
     else_: Expr
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class SetLit:
     elements: tuple[Expr, ...]
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,26 +178,26 @@ class RecordLit:
     """Fields in source order; duplicate keys are a parse error."""
 
     fields: tuple[tuple[str, Expr], ...]
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
-Expr = Union[
-    Lit,
-    EntityLit,
-    Var,
-    Slot,
-    Unary,
-    Binary,
-    Has,
-    Like,
-    Is,
-    GetAttr,
-    MethodCall,
-    ExtCall,
-    If,
-    SetLit,
-    RecordLit,
-]
+Expr = (
+    Lit
+    | EntityLit
+    | Var
+    | Slot
+    | Unary
+    | Binary
+    | Has
+    | Like
+    | Is
+    | GetAttr
+    | MethodCall
+    | ExtCall
+    | If
+    | SetLit
+    | RecordLit
+)
 
 
 # ---------------------------------------------------------------- scope
@@ -219,7 +215,7 @@ class ScopeConstraint:
     kind: Literal["any", "eq", "in", "is", "is_in"] = "any"
     entity: EntityUID | Slot | None = None
     entity_type: str | None = None
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,14 +224,14 @@ class ActionConstraint:
 
     kind: Literal["any", "eq", "in", "in_set"] = "any"
     entities: tuple[EntityUID, ...] = ()
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Condition:
     kind: Literal["when", "unless"]
     body: Expr
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +240,7 @@ class Annotation:
 
     key: str
     value: str | None
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +253,7 @@ class Policy:
     resource: ScopeConstraint
     conditions: tuple[Condition, ...] = ()
     annotations: tuple[Annotation, ...] = ()
-    span: Span = _span()
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
     @property
     def policy_id(self) -> str | None:

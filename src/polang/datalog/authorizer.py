@@ -1,0 +1,107 @@
+"""Decide requests over a policy set: lower once, pick a backend, evaluate per request.
+
+This is the language-level entry point (schema, policies and entities in, decision out);
+``polang.Engine`` adds stores, tokens and logs around it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from polang.datalog.compiled import CompiledBackend, RawDecision
+from polang.datalog.facts import EntityFacts, Request
+from polang.datalog.ir import Program
+from polang.datalog.lower import lower_policies
+from polang.errors import ConfigError
+from polang.language.ast import Policy
+from polang.language.entities import Entity, EntityStore
+from polang.language.values import EntityUID, RecordValue
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyErrorInfo:
+    """A policy whose evaluation errored: it did not apply (the language's semantics)."""
+
+    policy_id: str
+    error: str
+    kind: str = "evaluation"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"policy_id": self.policy_id, "error": self.error}
+
+
+@dataclass(slots=True)
+class Decision:
+    allow: bool
+    reasons: list[str] = field(default_factory=list)
+    errors: list[PolicyErrorInfo] = field(default_factory=list)
+
+    @property
+    def decision(self) -> str:
+        return "allow" if self.allow else "deny"
+
+
+class Backend(Protocol):
+    name: str
+
+    def decide(
+        self, request: Request, facts: EntityFacts, *, trace: bool = False
+    ) -> RawDecision: ...
+
+
+BACKENDS = ("compiled", "pydatalog")
+
+
+def make_backend(program: Program, name: str = "compiled") -> Backend:
+    if name == "compiled":
+        return CompiledBackend(program)
+    if name == "pydatalog":
+        from polang.datalog.pydatalog import PyDatalogBackend
+
+        return PyDatalogBackend(program)
+    raise ConfigError(
+        f"ENGINE_DATALOG_BACKEND: unknown backend {name!r}; allowed: {', '.join(BACKENDS)}"
+    )
+
+
+def _as_pairs(policies: Mapping[str, Policy] | Iterable[Policy]) -> list[tuple[str, Policy]]:
+    if isinstance(policies, Mapping):
+        return list(policies.items())
+    out = []
+    for i, p in enumerate(policies):
+        out.append((p.policy_id or f"policy{i}", p))
+    return out
+
+
+class Authorizer:
+    """A compiled policy set. Thread-safe: evaluation keeps no shared mutable state."""
+
+    def __init__(
+        self,
+        policies: Mapping[str, Policy] | Iterable[Policy],
+        *,
+        backend: str = "compiled",
+    ) -> None:
+        self.policies = dict(_as_pairs(policies))
+        self.program = lower_policies(self.policies.items())
+        self.backend = make_backend(self.program, backend)
+
+    def is_authorized(
+        self,
+        principal: EntityUID | None,
+        action: EntityUID,
+        resource: EntityUID,
+        context: RecordValue | Mapping[str, Any] | None = None,
+        entities: EntityFacts | EntityStore | Iterable[Entity] = (),
+    ) -> Decision:
+        if not isinstance(context, RecordValue):
+            context = RecordValue(context or {})
+        facts = entities if isinstance(entities, EntityFacts) else EntityFacts(entities)
+        raw = self.backend.decide(Request(principal, action, resource, context), facts)
+        return Decision(
+            raw.allow,
+            list(raw.reasons),
+            [PolicyErrorInfo(pid, e.message, e.kind) for pid, e in raw.errors],
+        )

@@ -1,0 +1,108 @@
+"""Load the fixed rules (``rules/*.dl``) shipped inside the wheel as ``polang.rules``.
+
+The syntax is plain Datalog: ``head(T, ...) :- lit, not lit, ... .`` with ``%`` comments.
+Identifiers starting with an upper-case letter are variables; others are constants
+(``true``/``false`` are the Bools, anything else a symbol string).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import re
+from functools import cache
+
+from polang.datalog.ir import Atom, Const, Rule, Term, Var
+from polang.errors import PolangError
+
+_TOKEN = re.compile(r"\s*(?:(%[^\n]*)|(:-)|([A-Za-z_][A-Za-z0-9_]*)|(\"[^\"]*\")|([(),.]))")
+
+
+class RuleSyntaxError(PolangError):
+    """A fixed-rule file is malformed (a packaging bug, reported with its position)."""
+
+
+def _tokens(text: str, filename: str) -> list[tuple[str, int]]:
+    out: list[tuple[str, int]] = []
+    pos = 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            line = text.count("\n", 0, pos) + 1
+            raise RuleSyntaxError(f"{filename}:{line}: unexpected character {text[pos]!r}")
+        pos = m.end()
+        if m.group(1):
+            continue
+        tok = next(g for g in m.groups()[1:] if g)
+        out.append((tok, text.count("\n", 0, m.start()) + 1))
+    return out
+
+
+def _term(tok: str) -> Term:
+    if tok.startswith('"'):
+        return Const(tok[1:-1])
+    if tok[0].isupper():
+        return Var(tok)
+    if tok == "true":
+        return Const(True)
+    if tok == "false":
+        return Const(False)
+    return Const(tok)
+
+
+def parse_rules(text: str, filename: str = "<rules>") -> list[Rule]:
+    toks = _tokens(text, filename)
+    i = 0
+    rules: list[Rule] = []
+
+    def expect(t: str) -> None:
+        nonlocal i
+        if i >= len(toks) or toks[i][0] != t:
+            line = toks[i][1] if i < len(toks) else (toks[-1][1] if toks else 1)
+            found = toks[i][0] if i < len(toks) else "end of file"
+            raise RuleSyntaxError(f"{filename}:{line}: expected {t!r}, found {found!r}")
+        i += 1
+
+    def atom() -> Atom:
+        nonlocal i
+        negated = False
+        if toks[i][0] == "not":
+            negated = True
+            i += 1
+        name = toks[i][0]
+        i += 1
+        args: list[Term] = []
+        if i < len(toks) and toks[i][0] == "(":
+            i += 1
+            while True:
+                args.append(_term(toks[i][0]))
+                i += 1
+                if toks[i][0] == ",":
+                    i += 1
+                    continue
+                expect(")")
+                break
+        return Atom(name, tuple(args), negated)
+
+    while i < len(toks):
+        head = atom()
+        body: list[Atom] = []
+        if toks[i][0] == ":-":
+            i += 1
+            while True:
+                body.append(atom())
+                if toks[i][0] == ",":
+                    i += 1
+                    continue
+                break
+        expect(".")
+        rules.append(Rule(head, tuple(body)))
+    return rules
+
+
+@cache
+def fixed_rules(name: str) -> tuple[Rule, ...]:
+    """The rules of ``rules/<name>.dl``."""
+    text = importlib.resources.files("polang.rules").joinpath(f"{name}.dl").read_text("utf-8")
+    return tuple(parse_rules(text, f"rules/{name}.dl"))
