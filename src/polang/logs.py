@@ -238,11 +238,15 @@ def _jsonable(value: object) -> Any:
 
 def _copy_json(value: Any) -> Any:
     """Copy of JSON-ready data (cheaper than ``deepcopy``) so readers cannot alter the log."""
-    if isinstance(value, dict):
-        return {k: _copy_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy_json(v) for v in value]
+    t = type(value)
+    if t is dict:
+        return {k: (_copy_json(v) if type(v) in _CONTAINERS else v) for k, v in value.items()}
+    if t is list:
+        return [(_copy_json(v) if type(v) in _CONTAINERS else v) for v in value]
     return value
+
+
+_CONTAINERS: Final = (dict, list)
 
 
 def _is_safe_token_id(value: object) -> bool:
@@ -465,11 +469,14 @@ class MemoryLog:
             self._unindex(log_id, entry)
 
     def add(self, entry: Mapping[str, Any]) -> None:
-        """Store one entry (it must have a string ``id``)."""
-        log_id = entry.get("id")
+        """Store a copy of one JSON-ready entry (it must have a string ``id``)."""
+        self._add(_copy_json(dict(entry)))
+
+    def _add(self, stored: dict[str, Any]) -> None:
+        """Store ``stored`` itself: the Logger hands over entries it built and owns."""
+        log_id = stored.get("id")
         if not isinstance(log_id, str):
             raise LogError("memory log: an entry needs a string 'id'")
-        stored = _copy_json(dict(entry))
         with self._lock:
             now = self._clock()
             self._purge(now)
@@ -639,7 +646,8 @@ class Logger:
 
     ``clock`` gives wall-clock seconds for timestamps, ``monotonic`` the time base of the
     memory log's TTL; both are injectable for tests. With ``log_type="off"`` every call
-    returns at once without building an entry.
+    returns at once without building an entry. The entry a call returns is the logged one
+    (the memory log keeps that very dict): treat it as read-only.
     """
 
     def __init__(
@@ -707,7 +715,7 @@ class Logger:
 
     def _write(self, entry: dict[str, Any], level: str) -> None:
         if self.memory is not None:
-            self.memory.add(entry)
+            self.memory._add(entry)
         elif self._type == "std_out":
             line = _dumps(entry) + "\n"
             with _stdout_lock:
@@ -776,7 +784,7 @@ class Logger:
         self._write(entry, "INFO")
         return entry
 
-    def system(self, level: str, msg: object, **extra: object) -> dict[str, Any] | None:
+    def system(self, level: str, msg: object, /, **extra: object) -> dict[str, Any] | None:
         """Write one System entry if ``level`` passes the configured level."""
         if self._type == "off":
             return None
