@@ -561,14 +561,17 @@ def _check_number(value: object, where: str) -> int | float:
     return value
 
 
+_SUMMARY_KEYS: Final = ("count", "total", "min", "max")
+
+
 def _timing_summary(name: str, value: object) -> dict[str, int | float]:
     """A timing is ``{count, total, min, max}`` in microseconds; a number is one sample."""
     where = f"metric timings[{name!r}]"
     if isinstance(value, Mapping):
-        keys = {"count", "total", "min", "max"}
+        keys = set(_SUMMARY_KEYS)
         if set(value) != keys:
             raise LogError(f"{where}: a summary needs exactly the keys {sorted(keys)}")
-        summary = {k: _check_number(value[k], f"{where}.{k}") for k in sorted(keys)}
+        summary = {k: _check_number(value[k], f"{where}.{k}") for k in _SUMMARY_KEYS}
         if not isinstance(summary["count"], int) or summary["count"] < 1:
             raise LogError(f"{where}.count: expected an integer >= 1, got {summary['count']!r}")
         return summary
