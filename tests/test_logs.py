@@ -384,6 +384,9 @@ def test_off_writes_nothing_and_builds_nothing(
     assert log_decision(logger, tokens={"m": {"jti": "x"}}) is None
     assert logger.system("FATAL", "boom") is None
     assert logger.metric(counters={"authorize_calls": 1}) is None
+    logger.metrics.increment("authorize_calls")
+    logger.metrics.observe("evaluation_time_micro_sec", 5)
+    assert logger.metrics.snapshot() == ({}, {}, {})
     assert logger.flush_metrics() is None
     assert not logger.is_enabled_for("FATAL")
     assert calls == 1

@@ -634,6 +634,19 @@ class MetricsCollector:
         return counters, gauges, timings
 
 
+class _NullMetrics(MetricsCollector):
+    """The collector of an ``off`` logger: records nothing, costs a method call."""
+
+    def increment(self, name: str, n: int = 1) -> None:
+        return None
+
+    def set_gauge(self, name: str, value: int | float) -> None:
+        return None
+
+    def observe(self, name: str, micro_sec: int | float) -> None:
+        return None
+
+
 # --------------------------------------------------------------------------- sinks
 
 
@@ -678,7 +691,7 @@ class Logger:
             if logging.getLevelName(TRACE_LEVELNO) == f"Level {TRACE_LEVELNO}":
                 logging.addLevelName(TRACE_LEVELNO, "TRACE")
             self._py = logging.getLogger(PYTHON_LOGGER_NAME)
-        self.metrics = MetricsCollector()
+        self.metrics = MetricsCollector() if self._type != "off" else _NullMetrics()
 
     @classmethod
     def from_mapping(cls, d: Mapping[str, object], **kwargs: Any) -> Logger:
