@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from polang.datalog.builtins import TESTS, builtin
+from polang.datalog.codegen import compile_rules
 from polang.datalog.facts import EntityFacts, Request
 from polang.datalog.ir import Atom, Builtin, Const, PolicyInfo, Program, Rule, Var
-from polang.datalog.seminaive import Relation, evaluate
+from polang.datalog.seminaive import Relation
 from polang.errors import EvaluationError
 from polang.language.values import EntityUID, type_name
 
@@ -318,23 +319,25 @@ class Compiler:
     # -- scope ---------------------------------------------------------------------------
 
     def scope(self, pred: str) -> ScopeFn:
+        """The scope rule as a conjunction of direct checks on the request."""
         rules = self.groups.get(pred, [])
         if len(rules) != 1:
             raise ValueError(f"scope predicate {pred} must have exactly one rule")
-        checks: list[Callable[[Request, EntityFacts, dict[str, Any]], bool]] = []
+        bound: dict[str, str] = {}  # rule variable -> request variable
+        checks: list[ScopeFn] = []
         for lit in rules[0].body:
-            checks.append(_scope_check(lit))
+            check = _scope_check(lit, bound)
+            if check is not None:
+                checks.append(check)
         if not checks:
             return lambda _r, _fx: True
-        if all(isinstance(lit, Atom) for lit in rules[0].body) and len(checks) == 1:
-            only = checks[0]
-            return lambda r, fx: only(r, fx, {})
-
-        def scope(r: Request, fx: EntityFacts) -> bool:
-            env: dict[str, Any] = {}
-            return all(c(r, fx, env) for c in checks)
-
-        return scope
+        if len(checks) == 1:
+            return checks[0]
+        if len(checks) == 2:
+            c1, c2 = checks
+            return lambda r, fx: c1(r, fx) and c2(r, fx)
+        cs = tuple(checks)
+        return lambda r, fx: all(c(r, fx) for c in cs)
 
 
 _NOTHING = object()
@@ -356,37 +359,50 @@ def _body_sig(body: tuple[Any, ...]) -> list[tuple[str, Any]]:
     return out
 
 
-def _scope_check(lit: Any) -> Callable[[Request, EntityFacts, dict[str, Any]], bool]:
+def _scope_check(lit: Any, bound: dict[str, str]) -> ScopeFn | None:
+    """One scope literal as a check; ``None`` when it only binds a variable."""
     if isinstance(lit, Atom):
         name = lit.pred
-        if name not in REQUEST_VARS or len(lit.args) != 1:
+        if name not in REQUEST_VARS or len(lit.args) != 1 or lit.negated:
             raise ValueError(f"unsupported scope literal {lit}")
         t = lit.args[0]
         if isinstance(t, Const):
             c = t.value
-            return lambda r, _fx, _env: r.var(name) == c
-        vname = t.name
-
-        def bind(r: Request, _fx: EntityFacts, env: dict[str, Any]) -> bool:
-            v = r.var(name)
-            if v is None:
-                return False
-            env[vname] = v
-            return True
-
-        return bind
+            return lambda r, _fx: r.var(name) == c
+        bound[t.name] = name
+        if name == "principal":
+            return lambda r, _fx: r.principal is not None
+        return None
     if isinstance(lit, Builtin):
-        op = builtin(lit.op)
         if lit.op not in TESTS:
             raise ValueError(f"scope builtin {lit.op} is not a test")
-        args = lit.args
-
-        def test(_r: Request, fx: EntityFacts, env: dict[str, Any]) -> bool:
-            vals = [t.value if isinstance(t, Const) else env[t.name] for t in args]
-            return bool(op(fx, *vals))
-
-        return test
+        if (
+            len(lit.args) != 2
+            or not isinstance(lit.args[0], Var)
+            or not isinstance(lit.args[1], Const)
+        ):
+            raise ValueError(f"unsupported scope literal {lit}")
+        get = _getter(bound[lit.args[0].name])
+        c = lit.args[1].value
+        if lit.op == "scope_in":
+            return lambda r, fx: (x := get(r)) == c or c in fx.ancestors_of(x)
+        if lit.op == "scope_in_any":
+            return lambda r, fx: (x := get(r)) in c or not c.isdisjoint(fx.ancestors_of(x))
+        if lit.op == "scope_is":
+            return lambda r, _fx: getattr(get(r), "type", None) == c
+        op = builtin(lit.op)
+        return lambda r, fx: bool(op(fx, get(r), c))
     raise ValueError(f"unsupported scope literal {lit}")
+
+
+def _getter(name: str) -> Callable[[Request], Any]:
+    if name == "principal":
+        return lambda r: r.principal
+    if name == "action":
+        return lambda r: r.action
+    if name == "resource":
+        return lambda r: r.resource
+    return lambda r: r.context
 
 
 class CompiledBackend:
@@ -415,26 +431,39 @@ class CompiledBackend:
                 for a in cp.info.actions:
                     self._by_action.setdefault(a, []).append(cp)
         self._order = {cp.info.policy_id: i for i, cp in enumerate(self.policies)}
+        self._plans: dict[EntityUID, Any] = {}
+        self._combine = compile_rules(self.decision_rules, ("policy", "effect", "scope", "cond"))
 
     def candidates(self, action: EntityUID) -> list[CompiledPolicy]:
-        specific = self._by_action.get(action)
-        if not specific:
-            return self._any_action
-        if not self._any_action:
-            return specific
-        return sorted(specific + self._any_action, key=lambda cp: self._order[cp.info.policy_id])
+        return self._plan(action)[0]
+
+    def _plan(
+        self, action: EntityUID
+    ) -> tuple[list[CompiledPolicy], frozenset[tuple[str]], frozenset[tuple[str, str]]]:
+        """Candidates for an action with their static ``policy``/``effect`` facts (cached)."""
+        plan = self._plans.get(action)
+        if plan is None:
+            specific = self._by_action.get(action, [])
+            cands = sorted(
+                specific + self._any_action, key=lambda cp: self._order[cp.info.policy_id]
+            )
+            plan = (
+                cands,
+                frozenset((cp.info.policy_id,) for cp in cands),
+                frozenset((cp.info.policy_id, cp.info.effect) for cp in cands),
+            )
+            if len(self._plans) < 100_000:
+                self._plans[action] = plan
+        return plan
 
     def decide(self, request: Request, facts: EntityFacts, *, trace: bool = False) -> RawDecision:
-        policy: Relation = set()
-        effect: Relation = set()
+        cands, policy, effect = self._plan(request.action)
         scope: Relation = set()
         cond: Relation = set()
         outcomes: list[PolicyOutcome] = []
         errs: dict[str, EvaluationError] = {}
-        for cp in self.candidates(request.action):
+        for cp in cands:
             pid = cp.info.policy_id
-            policy.add((pid,))
-            effect.add((pid, cp.info.effect))
             if not cp.scope(request, facts):
                 if trace:
                     outcomes.append(PolicyOutcome(pid, False))
@@ -453,9 +482,7 @@ class CompiledBackend:
                 errs[pid] = _bool_error(v)
             if trace:
                 outcomes.append(PolicyOutcome(pid, True, value=v, error=errs.get(pid)))
-        rels = evaluate(
-            self.decision_rules, {"policy": policy, "effect": effect, "scope": scope, "cond": cond}
-        )
+        rels = self._combine({"policy": policy, "effect": effect, "scope": scope, "cond": cond})
         allow = bool(rels.get("allow"))
         reasons = sorted((t[0] for t in rels.get("reason", ())), key=self._order.__getitem__)
         errors = [(t[0], errs.get(t[0]) or _unknown_error()) for t in rels.get("errored", ())]
