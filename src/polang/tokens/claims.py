@@ -1,0 +1,290 @@
+"""Claims to language values: schema-typed attributes, ``Set<String>`` tags, claim mappings.
+
+A claim the schema declares as an attribute of the token's entity type is converted to
+the declared type; a claim with a ``claim_mapping`` is parsed first (``regex`` or
+``json``). Every other claim becomes a tag holding a set of strings.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from polang.language.schema import (
+    EntityRefType,
+    ExtensionType,
+    PrimType,
+    RecordType,
+    Schema,
+    SchemaType,
+    SetType,
+)
+from polang.language.values import LONG_MAX, LONG_MIN, EntityUID, RecordValue, SetValue, Value
+from polang.tokens.settings import ClaimMapping
+
+
+class ClaimError(Exception):
+    """A claim cannot become the value the schema or mapping asks for."""
+
+
+# ---------------------------------------------------------------- tags
+
+
+def _scalar_text(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if v.is_integer() and abs(v) < 2**63:
+            return str(int(v))
+        return json.dumps(v)
+    return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+
+
+def tag_value(v: Any) -> SetValue | None:
+    """A claim as a tag: arrays give their elements, numbers their decimal text,
+    objects their JSON text; ``null`` gives no tag."""
+    if v is None:
+        return None
+    if isinstance(v, list):
+        return SetValue(_scalar_text(e) for e in v if e is not None)
+    return SetValue([_scalar_text(v)])
+
+
+# ---------------------------------------------------------------- typed conversion
+
+
+def _long(v: Any, where: str) -> int:
+    if isinstance(v, bool):
+        raise ClaimError(f"{where}: expected a Long, got a boolean")
+    if isinstance(v, float):
+        if not math.isfinite(v) or not v.is_integer():
+            raise ClaimError(f"{where}: {v} is not a whole number (the language has no floats)")
+        v = int(v)
+    if isinstance(v, str):
+        text = v.strip()
+        if not text.lstrip("-").isdigit():
+            raise ClaimError(f"{where}: expected a Long, got the string {v!r}")
+        v = int(text)
+    if not isinstance(v, int):
+        raise ClaimError(f"{where}: expected a Long, got {type(v).__name__}")
+    if v < LONG_MIN or v > LONG_MAX:
+        raise ClaimError(f"{where}: {v} is outside the 64-bit range")
+    return v
+
+
+def to_value(v: Any, t: SchemaType | None, where: str) -> Value:
+    """JSON data as a value of type ``t`` (or of its own shape when ``t`` is None)."""
+    if t is None:
+        return _untyped(v, where)
+    if isinstance(t, PrimType):
+        if isinstance(v, list) and len(v) == 1:
+            v = v[0]  # a one-element array where a single value is declared
+        if t.name == "Long":
+            return _long(v, where)
+        if t.name == "Bool":
+            if isinstance(v, bool):
+                return v
+            if v in ("true", "false"):
+                return v == "true"
+            raise ClaimError(f"{where}: expected a Bool, got {v!r}")
+        if isinstance(v, (dict, list)) or v is None:
+            raise ClaimError(f"{where}: expected a String, got {_kind(v)}")
+        return _scalar_text(v)
+    if isinstance(t, SetType):
+        items = v if isinstance(v, list) else [v]
+        return SetValue(to_value(e, t.element, f"{where}[{i}]") for i, e in enumerate(items))
+    if isinstance(t, RecordType):
+        if isinstance(v, RecordValue):
+            v = {k: x for k, x in v.fields.items()}
+        if not isinstance(v, dict):
+            raise ClaimError(f"{where}: expected a record, got {_kind(v)}")
+        fields: dict[str, Value] = {}
+        for name, attr in t.attributes.items():
+            if name in v and v[name] is not None:
+                fields[name] = to_value(v[name], attr.type, f"{where}.{name}")
+            elif attr.required:
+                raise ClaimError(f"{where}: record field {name!r} is missing")
+        if t.additional:
+            for name, x in v.items():
+                if name not in t.attributes and x is not None:
+                    fields[name] = _untyped(x, f"{where}.{name}")
+        return RecordValue(fields)
+    if isinstance(t, EntityRefType):
+        if isinstance(v, list) and len(v) == 1:
+            v = v[0]
+        if isinstance(v, str):
+            return EntityUID(t.name, v)
+        if isinstance(v, dict):
+            ref = v.get("__entity", v)
+            if isinstance(ref, dict) and isinstance(ref.get("id"), str):
+                return EntityUID(str(ref.get("type", t.name)), ref["id"])
+        raise ClaimError(f"{where}: expected an entity id for {t.name}, got {_kind(v)}")
+    if isinstance(t, ExtensionType):
+        raise ClaimError(
+            f"{where}: claims cannot yet be converted to the extension type {t.name}; "
+            "declare the attribute as String"
+        )
+    raise ClaimError(f"{where}: unsupported schema type {t}")
+
+
+def _untyped(v: Any, where: str) -> Value:
+    if isinstance(v, (bool, str)):
+        return v
+    if isinstance(v, RecordValue | SetValue | EntityUID):
+        return v
+    if isinstance(v, int):
+        return _long(v, where)
+    if isinstance(v, float):
+        return _long(v, where)
+    if isinstance(v, list):
+        return SetValue(_untyped(e, f"{where}[{i}]") for i, e in enumerate(v) if e is not None)
+    if isinstance(v, dict):
+        return RecordValue({k: _untyped(x, f"{where}.{k}") for k, x in v.items() if x is not None})
+    raise ClaimError(f"{where}: cannot represent {_kind(v)}")
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, list):
+        return "an array"
+    if isinstance(v, dict):
+        return "an object"
+    return type(v).__name__
+
+
+# ---------------------------------------------------------------- claim mappings
+
+
+def _regex_one(text: Any, m: ClaimMapping, where: str) -> dict[str, Any] | None:
+    if not isinstance(text, str):
+        raise ClaimError(f"{where}: the regex mapping needs a string, got {_kind(text)}")
+    assert m.pattern is not None
+    found = m.pattern.search(text)
+    if found is None:
+        return None
+    out: dict[str, Any] = {}
+    for group, spec in m.groups.items():
+        raw = found.group(group) or ""
+        if spec.type == "String":
+            out[spec.attr] = raw
+        elif spec.type == "Boolean":
+            out[spec.attr] = raw != ""
+        else:
+            try:
+                number = float(raw)
+            except ValueError:
+                number = 0.0
+            if not math.isfinite(number):
+                number = 0.0
+            out[spec.attr] = number
+    return out
+
+
+def _json_one(v: Any, where: str) -> dict[str, Any]:
+    if isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except ValueError as e:
+            raise ClaimError(f"{where}: the json mapping needs a JSON object ({e})") from e
+    if not isinstance(v, dict):
+        raise ClaimError(f"{where}: the json mapping needs a JSON object, got {_kind(v)}")
+    return v
+
+
+def apply_mapping(v: Any, m: ClaimMapping, where: str) -> Any:
+    """The claim after its mapping, as JSON-like data; None when a regex does not match."""
+    if m.parser == "json":
+        if isinstance(v, list):
+            return [_json_one(e, f"{where}[{i}]") for i, e in enumerate(v)]
+        return _json_one(v, where)
+    if isinstance(v, list):
+        out = []
+        for i, e in enumerate(v):
+            r = _regex_one(e, m, f"{where}[{i}]")
+            if r is not None:
+                out.append(r)
+        return out
+    return _regex_one(v, m, where)
+
+
+def mapping_target(m: ClaimMapping, schema: Schema | None) -> SchemaType | None:
+    """The schema type a mapping names (``type``), when the schema defines it."""
+    if schema is None:
+        return None
+    t = schema.common_types.get(m.type)
+    if t is None:
+        et = schema.entity_types.get(m.type)
+        if et is not None:
+            return et.shape
+    return t
+
+
+def claim_attributes(
+    claims: Mapping[str, Any],
+    shape: RecordType | None,
+    mappings: Mapping[str, ClaimMapping],
+    schema: Schema | None,
+    reserved: frozenset[str],
+) -> tuple[dict[str, Value], dict[str, Value]]:
+    """Split claims into (attributes, tags) for a token entity."""
+    attrs: dict[str, Value] = {}
+    tags: dict[str, Value] = {}
+    declared = shape.attributes if shape is not None else {}
+    for name, raw in claims.items():
+        if name in reserved:
+            continue
+        where = f"claim {name!r}"
+        mapping = mappings.get(name)
+        attr = declared.get(name)
+        if mapping is not None:
+            mapped = apply_mapping(raw, mapping, where)
+            if mapped is not None and mapped != []:
+                if attr is not None:
+                    target: SchemaType | None = attr.type
+                else:
+                    target = mapping_target(mapping, schema)
+                    if target is not None and isinstance(mapped, list):
+                        target = SetType(target)
+                attrs[name] = to_value(mapped, target, where)
+                continue
+        elif attr is not None and raw is not None:
+            attrs[name] = to_value(raw, attr.type, where)
+            continue
+        tag = tag_value(raw)
+        if tag is not None:
+            tags[name] = tag
+    return attrs, tags
+
+
+def roles_from(claims: Mapping[str, Any], role_claims: tuple[str, ...]) -> list[str]:
+    """Role names: each named claim may be a string or an array of strings."""
+    out: list[str] = []
+    for c in role_claims:
+        v = claims.get(c)
+        items = v if isinstance(v, list) else [v]
+        for r in items:
+            if isinstance(r, str) and r and r not in out:
+                out.append(r)
+    return out
+
+
+def first_text(v: Any) -> str | None:
+    """An id-like claim as text (``aud`` arrays give their first element)."""
+    if isinstance(v, list):
+        v = v[0] if v else None
+    if v is None or isinstance(v, (dict, list)):
+        return None
+    return _scalar_text(v)

@@ -1,0 +1,328 @@
+"""From a request's JWTs to token entities and ``context.tokens``.
+
+:class:`TokenProcessor` is the one entry point the engine uses. For each token it finds
+the trusted issuer (by ``iss``) and the token metadata (by the request's ``mapping``),
+verifies the signature, times, required claims and status, then builds the token
+entity. Tokens that fail are dropped with a reason; the rest are returned with the
+``context.tokens`` record. Thread-safe: every cache is behind a lock.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from polang.language.entities import Entity
+from polang.language.schema import Schema
+from polang.language.values import EntityUID, RecordValue, Value
+from polang.tokens.cache import TokenCache, cache_key
+from polang.tokens.claims import ClaimError, claim_attributes, first_text, roles_from
+from polang.tokens.http import HttpFetcher
+from polang.tokens.issuers import IssuerKeys, IssuerRegistry, issuer_from_endpoint, url_host
+from polang.tokens.jwt_checks import (
+    check_required,
+    check_times,
+    decode_unverified,
+    verify_signature,
+)
+from polang.tokens.model import (
+    DroppedToken,
+    ProcessedToken,
+    ProcessedTokens,
+    TokenDrop,
+    TokenInput,
+    TokenLogId,
+)
+from polang.tokens.settings import IssuerSettings, TokenMetadata, TokenSettings
+from polang.tokens.status_list import StatusListChecker
+
+# The attributes every token entity may carry; claims never overwrite them.
+FIXED_ATTRIBUTES = frozenset({"token_type", "jti", "iss", "exp", "validated_at"})
+TOTAL_KEY = "total_token_count"
+
+_TYPE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)+$")
+_UNSAFE = re.compile(r"[^a-z0-9_]")
+
+
+def sanitize_key_part(text: str) -> str:
+    """Lowercase, every character outside ``[a-z0-9_]`` replaced by ``_``."""
+    return _UNSAFE.sub("_", text.lower())
+
+
+def context_key(issuer_part: str, entity_type_name: str) -> str:
+    """The ``context.tokens`` field of a token: ``<issuer>_<type>``."""
+    type_part = entity_type_name.rsplit("::", 1)[-1]
+    return f"{sanitize_key_part(issuer_part)}_{sanitize_key_part(type_part)}"
+
+
+def trusted_issuer_type(issuer: IssuerSettings) -> str:
+    return f"{issuer.name}::TrustedIssuer"
+
+
+def trusted_issuer_entity(issuer: IssuerSettings) -> Entity:
+    """The ``<name>::TrustedIssuer`` entity: id = issuer id, ``issuer_entity_id`` = its URL."""
+    endpoint = issuer.openid_configuration_endpoint
+    base = issuer_from_endpoint(endpoint) or endpoint
+    parts = urlsplit(base)
+    host = (parts.hostname or "").lower()
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    url = RecordValue({"host": host, "path": parts.path or "/", "protocol": parts.scheme.lower()})
+    return Entity(
+        uid=EntityUID(trusted_issuer_type(issuer), issuer.issuer_id),
+        attrs={"issuer_entity_id": url},
+    )
+
+
+def _coerce_input(item: object) -> tuple[str, str]:
+    mapping: object
+    payload: object
+    if isinstance(item, TokenInput):
+        mapping, payload = item.mapping, item.payload
+    elif isinstance(item, Mapping):
+        mapping, payload = item.get("mapping"), item.get("payload")
+    else:
+        mapping = getattr(item, "mapping", None)
+        payload = getattr(item, "payload", None)
+    if not isinstance(mapping, str) or not _TYPE_NAME_RE.match(mapping):
+        raise TokenDrop(
+            "invalid_input",
+            f"'mapping' must be an entity type name like 'Namespace::Type', got {mapping!r}",
+        )
+    if not isinstance(payload, str) or not payload.strip():
+        raise TokenDrop("invalid_input", "'payload' must be a JWT string")
+    return mapping, payload.strip()
+
+
+def _mapping_of(item: object) -> str:
+    m = item.get("mapping") if isinstance(item, Mapping) else getattr(item, "mapping", None)
+    return m if isinstance(m, str) else ""
+
+
+class TokenProcessor:
+    """Validates tokens against the trusted issuers and builds token entities.
+
+    ``clock`` returns the current time in seconds (tests pass a fake one).
+    """
+
+    def __init__(
+        self,
+        issuers: Sequence[IssuerSettings] | Mapping[str, IssuerSettings] = (),
+        settings: TokenSettings | None = None,
+        schema: Schema | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings or TokenSettings()
+        self.schema = schema
+        self._clock = clock
+        self.http = HttpFetcher(self.settings)
+        self.registry = IssuerRegistry(issuers, self.settings, self.http, clock)
+        self.status = StatusListChecker(self.settings, self.http, clock)
+        self.cache: TokenCache[ProcessedToken] = TokenCache(
+            self.settings.token_cache_capacity, self.settings.token_cache_max_ttl
+        )
+
+    # ------------------------------------------------------------ public
+
+    @property
+    def issuers(self) -> list[IssuerSettings]:
+        return [k.settings for k in self.registry.issuers]
+
+    def trusted_issuer_entities(self) -> list[Entity]:
+        """One ``TrustedIssuer`` entity per issuer, for the engine's entity store."""
+        return [trusted_issuer_entity(i) for i in self.issuers]
+
+    def prefetch(self) -> dict[str, str | None]:
+        """Discover every issuer and fetch its keys now; returns issuer id -> error or None."""
+        out: dict[str, str | None] = {}
+        for k in self.registry.issuers:
+            k.prefetch()
+            out[k.settings.issuer_id] = k.last_error
+        return out
+
+    def close(self) -> None:
+        self.http.close()
+
+    def process(self, tokens: Iterable[TokenInput | Mapping[str, Any] | object]) -> ProcessedTokens:
+        """Validate every token; keep the good ones, drop the rest with a reason."""
+        out = ProcessedTokens()
+        keys: dict[str, int] = {}
+        uids: dict[EntityUID, int] = {}
+        for index, item in enumerate(tokens):
+            try:
+                tok = self._one(item, index)
+            except TokenDrop as e:
+                out.dropped.append(DroppedToken(_mapping_of(item), index, e.kind, e.message))
+                continue
+            clash = keys.get(tok.context_key)
+            if tok.context_key == TOTAL_KEY:
+                msg = f"context.tokens key {TOTAL_KEY!r} is reserved for the token count"
+                out.dropped.append(DroppedToken(tok.mapping, index, "duplicate_token", msg))
+                continue
+            if clash is not None:
+                msg = (
+                    f"context.tokens.{tok.context_key} is already taken by token {clash}; "
+                    "the first token is kept"
+                )
+                out.dropped.append(DroppedToken(tok.mapping, index, "duplicate_token", msg))
+                continue
+            same = uids.get(tok.uid)
+            if same is not None:
+                msg = f"entity {tok.uid} is already built from token {same}"
+                out.dropped.append(DroppedToken(tok.mapping, index, "duplicate_token", msg))
+                continue
+            keys[tok.context_key] = index
+            uids[tok.uid] = index
+            out.tokens.append(tok)
+            claim = self.settings.decision_log_jwt_id
+            out.log_ids.append(
+                TokenLogId(tok.mapping, index, claim, first_text(tok.claims.get(claim)))
+            )
+        fields: dict[str, Value] = {t.context_key: t.uid for t in out.tokens}
+        fields[TOTAL_KEY] = len(out.tokens)
+        out.context_tokens = RecordValue(fields)
+        return out
+
+    # ------------------------------------------------------------ one token
+
+    def _one(self, item: object, index: int) -> ProcessedToken:
+        mapping, payload = _coerce_input(item)
+        now = self._clock()
+        key = cache_key(mapping, payload)
+        cached = self.cache.get(key, now)
+        if cached is not None:
+            return replace(cached, index=index)
+        decoded = decode_unverified(payload)
+        claims = decoded.payload
+        if str(decoded.header.get("alg", "")).lower() == "none":
+            raise TokenDrop("signature", "unsigned tokens (alg 'none') are never accepted")
+        issuer, issuer_part, token_name, meta = self._resolve(mapping, claims)
+        verify = self.settings.sig_validation
+        if verify:
+            assert issuer is not None
+            verify_signature(decoded, issuer, self.settings.algorithms)
+        skew = self.settings.clock_skew
+        check_times(claims, now, skew)
+        check_required(claims, meta.required_claims)
+        if self.settings.status_validation:
+            self.status.check(claims, issuer, verify)
+        tok = self._build(mapping, index, claims, issuer, issuer_part, token_name, meta, now)
+        exp = claims.get("exp")
+        expires_at = float(exp) + skew if isinstance(exp, (int, float)) else None
+        self.cache.put(key, tok, now, expires_at)
+        return tok
+
+    def _resolve(
+        self, mapping: str, claims: dict[str, Any]
+    ) -> tuple[IssuerKeys | None, str, str, TokenMetadata]:
+        """(issuer, its ``context.tokens`` name, token name, metadata) for a token."""
+        iss = claims.get("iss")
+        if iss is not None and (not isinstance(iss, str) or not iss):
+            raise TokenDrop("invalid_input", "claim 'iss' is not a non-empty string")
+        candidates = self.registry.find(iss) if iss else []
+        issuer_part: str | None = None
+        if not candidates and not self.settings.sig_validation:
+            # Unverified tokens: the mapping may name the issuer; the key uses iss's host.
+            candidates = self.registry.by_mapping(mapping)
+            if iss:
+                issuer_part = url_host(iss) or None
+        if not candidates:
+            if not iss:
+                raise TokenDrop("untrusted_issuer", "the token has no 'iss' claim")
+            raise TokenDrop("untrusted_issuer", f"{iss!r} is not a trusted issuer")
+        for cand in candidates:
+            found = cand.settings.metadata_for(mapping)
+            if found is None:
+                continue
+            token_name, meta = found
+            if not meta.trusted:
+                raise TokenDrop(
+                    "untrusted_issuer",
+                    f"token type {token_name!r} of issuer {cand.settings.issuer_id!r} is "
+                    "disabled (trusted: false)",
+                )
+            return cand, issuer_part or cand.settings.name, token_name, meta
+        ids = ", ".join(repr(c.settings.issuer_id) for c in candidates)
+        raise TokenDrop(
+            "untrusted_issuer",
+            f"issuer {ids} has no token_metadata entry with entity_type_name {mapping!r}",
+        )
+
+    def _build(
+        self,
+        mapping: str,
+        index: int,
+        claims: dict[str, Any],
+        issuer: IssuerKeys | None,
+        issuer_part: str,
+        token_name: str,
+        meta: TokenMetadata,
+        now: float,
+    ) -> ProcessedToken:
+        raw_id = claims.get(meta.token_id)
+        if raw_id is None:
+            raise TokenDrop(
+                "missing_claim",
+                f"claim {meta.token_id!r} (token_id, the token entity's id) is missing",
+            )
+        if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or raw_id == "":
+            raise TokenDrop(
+                "entity_build_failed",
+                f"claim {meta.token_id!r} (token_id) must be a non-empty string or an integer",
+            )
+        etype = meta.entity_type_name
+        verified = self.settings.sig_validation and issuer is not None
+        validated_at = math.floor(now)
+        attrs: dict[str, Value] = {"token_type": etype, "validated_at": validated_at}
+        skip = {"jti", "exp"}
+        jti = claims.get("jti")
+        if isinstance(jti, str) or (isinstance(jti, int) and not isinstance(jti, bool)):
+            attrs["jti"] = str(jti)
+        if verified:
+            assert issuer is not None
+            attrs["iss"] = EntityUID(
+                trusted_issuer_type(issuer.settings), issuer.settings.issuer_id
+            )
+            skip.add("iss")
+        exp = claims.get("exp")
+        if isinstance(exp, (int, float)) and not isinstance(exp, bool):
+            attrs["exp"] = math.floor(exp)
+        shape = None
+        if self.schema is not None:
+            etdef = self.schema.entity_types.get(etype)
+            shape = etdef.shape if etdef is not None else None
+        rest = {k: v for k, v in claims.items() if k not in skip}
+        fixed_clash = {k: rest.pop(k) for k in FIXED_ATTRIBUTES & rest.keys()}
+        try:
+            extra, tags = claim_attributes(
+                rest, shape, meta.claim_mapping, self.schema, frozenset()
+            )
+        except ClaimError as e:
+            raise TokenDrop("entity_build_failed", f"{etype}: {e}") from e
+        attrs.update(extra)
+        for k, v in fixed_clash.items():  # a claim named like a fixed attribute stays a tag
+            _, t = claim_attributes({k: v}, None, {}, None, frozenset())
+            tags.update(t)
+        entity = Entity(uid=EntityUID(etype, str(raw_id)), attrs=attrs, tags=tags)
+        return ProcessedToken(
+            mapping=mapping,
+            index=index,
+            issuer_id=issuer.settings.issuer_id if issuer else None,
+            issuer_name=issuer_part,
+            token_name=token_name,
+            metadata=meta,
+            claims=claims,
+            verified=verified,
+            validated_at=validated_at,
+            entity=entity,
+            context_key=context_key(issuer_part, etype),
+            roles=tuple(roles_from(claims, meta.role_mapping)),
+            user_id=first_text(claims.get(meta.user_id)),
+            workload_id=first_text(claims.get(meta.workload_id)),
+        )
