@@ -1,0 +1,1 @@
+"""The strict type checker behind :mod:`polang.language.validate` (types, core form, rules)."""
