@@ -225,3 +225,9 @@ def test_agrees_with_cedar(
     same_as_cedar: Callable[[Sequence[Expr]], None], texts: list[str]
 ) -> None:
     same_as_cedar(_expressions(texts))
+
+
+def test_tables_agree_with_cedar(same_as_cedar: Callable[[Sequence[Expr]], None]) -> None:
+    """The literal tables above are what the oracle says, too."""
+    texts = [t for t, _ in VALID] + INVALID[:-1] + [a for a, *_ in METHOD_TABLE]
+    same_as_cedar(_expressions(texts))

@@ -302,3 +302,9 @@ def test_ranges_agree_with_cedar(
         for b in texts
     ]
     same_as_cedar(exprs)
+
+
+def test_tables_agree_with_cedar(same_as_cedar: Callable[[Sequence[Expr]], None]) -> None:
+    """The literal tables above are what the oracle says, too."""
+    texts = [t for t, *_ in VALID] + INVALID + [t for t, *_ in PREDICATES]
+    same_as_cedar(_expressions(texts + [t for pair in RANGES for t in pair[:2]]))

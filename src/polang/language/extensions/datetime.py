@@ -69,6 +69,23 @@ _TEXT_MIN_MS = _days_from_civil(0, 1, 1) * MS_PER_DAY
 _TEXT_END_MS = _days_from_civil(10000, 1, 1) * MS_PER_DAY
 
 
+_MAX_OFFSET_MS = (23 * 60 + 59) * 60_000
+
+
+def _format(local_ms: int, zone: str) -> str:
+    """``local_ms`` (wall-clock milliseconds in ``zone``) as a constructor string."""
+    days, ms_of_day = divmod(local_ms, MS_PER_DAY)
+    y, m, d = _civil_from_days(days)
+    date = f"{y:04d}-{m:02d}-{d:02d}"
+    if ms_of_day == 0 and zone == "Z":
+        return date
+    secs, millis = divmod(ms_of_day, 1000)
+    hh, rem = divmod(secs, 3600)
+    mm, ss = divmod(rem, 60)
+    frac = f".{millis:03d}" if millis else ""
+    return f"{date}T{hh:02d}:{mm:02d}:{ss:02d}{frac}{zone}"
+
+
 class DateTime:
     """An immutable instant; equal only to another ``DateTime`` at the same millisecond."""
 
@@ -94,19 +111,19 @@ class DateTime:
         return hash((DateTime, self.ms))
 
     def text(self) -> str | None:
-        """The canonical UTC string, or ``None`` outside years 0000-9999 (no string names it)."""
-        if not _TEXT_MIN_MS <= self.ms < _TEXT_END_MS:
-            return None
-        days, ms_of_day = divmod(self.ms, MS_PER_DAY)
-        y, m, d = _civil_from_days(days)
-        date = f"{y:04d}-{m:02d}-{d:02d}"
-        if ms_of_day == 0:
-            return date
-        secs, millis = divmod(ms_of_day, 1000)
-        hh, rem = divmod(secs, 3600)
-        mm, ss = divmod(rem, 60)
-        frac = f".{millis:03d}" if millis else ""
-        return f"{date}T{hh:02d}:{mm:02d}:{ss:02d}{frac}Z"
+        """The canonical string, or ``None`` when no constructor string names this instant.
+
+        UTC (``Z``) for years 0000-9999; just outside them, the ``+2359``/``-2359`` offsets
+        still reach a day further; beyond that (only arithmetic gets there) ``None``.
+        """
+        ms = self.ms
+        if _TEXT_MIN_MS <= ms < _TEXT_END_MS:
+            return _format(ms, "Z")
+        if _TEXT_MIN_MS <= ms + _MAX_OFFSET_MS < _TEXT_END_MS:
+            return _format(ms + _MAX_OFFSET_MS, "+2359")
+        if _TEXT_MIN_MS <= ms - _MAX_OFFSET_MS < _TEXT_END_MS:
+            return _format(ms - _MAX_OFFSET_MS, "-2359")
+        return None
 
     def __repr__(self) -> str:
         text = self.text()
@@ -118,7 +135,7 @@ class DateTime:
 
     def to_json(self) -> dict[str, Any]:
         """``{"__extn": {"fn": "datetime", "arg": ...}}``; the language's multi-argument
-        ``offset`` form for instants outside years 0000-9999, which no string can name."""
+        ``offset`` form for the far instants that no constructor string names."""
         text = self.text()
         if text is None:
             return {
