@@ -1,0 +1,630 @@
+"""``ENGINE_*`` configuration: parse, validate, defaults.
+
+One frozen :class:`Config` carries every property of the engine. It can be built from a
+dict, a JSON or YAML file or the environment (the environment overrides a file). Every
+value is checked when the object is built, so a typo or an impossible value fails at
+start-up with a message that names the key, the value and what is allowed, never later in
+the middle of a request.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from polang.errors import ConfigError
+
+if TYPE_CHECKING:
+    from polang.store.source import PolicyStoreSource
+
+MIB = 1024 * 1024
+
+ALL_ALGORITHMS: tuple[str, ...] = (
+    "RS256",
+    "RS384",
+    "RS512",
+    "PS256",
+    "PS384",
+    "PS512",
+    "ES256",
+    "ES384",
+    "ES512",
+    "EdDSA",
+    "HS256",
+    "HS384",
+    "HS512",
+)
+ASYMMETRIC_ALGORITHMS: tuple[str, ...] = tuple(a for a in ALL_ALGORITHMS if not a.startswith("HS"))
+LOG_TYPES: tuple[str, ...] = ("off", "memory", "std_out", "python")
+LOG_LEVELS: tuple[str, ...] = ("FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE")
+DATALOG_BACKENDS: tuple[str, ...] = ("compiled", "pydatalog")
+
+#: The keys that name where the policy store comes from (at most one may be set).
+STORE_SOURCE_KEYS: tuple[str, ...] = (
+    "ENGINE_POLICY_STORE_URI",
+    "ENGINE_POLICY_STORE_LOCAL_FN",
+    "ENGINE_POLICY_STORE_LOCAL",
+)
+
+_UNSUPPORTED_PREFIX = "ENGINE_LOCK"
+
+
+# ---------------------------------------------------------------- value parsers
+# Each parser takes the key (for messages) and a raw value (a string from the environment,
+# or a typed value from a dict / JSON / YAML / the constructor) and returns the typed value.
+
+
+def _fail(key: str, value: object, allowed: str) -> ConfigError:
+    return ConfigError(f"{key}: invalid value {value!r}; allowed: {allowed}")
+
+
+def _toggle(key: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        v = value.strip().lower()
+        if v == "enabled":
+            return True
+        if v == "disabled":
+            return False
+    raise _fail(key, value, "'enabled' or 'disabled' (or a boolean)")
+
+
+def _string(key: str, value: object) -> str:
+    if isinstance(value, str) and value.strip():
+        return value
+    raise _fail(key, value, "a non-empty string")
+
+
+def _optional_string(key: str, value: object) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return _string(key, value)
+
+
+def _optional_path(key: str, value: object) -> str | None:
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, str):
+        return value
+    raise _fail(key, value, "a file system path (string)")
+
+
+def _optional_url(key: str, value: object) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, str):
+        parts = urlsplit(value.strip())
+        if parts.scheme.lower() in ("http", "https") and parts.hostname:
+            return value.strip()
+    raise _fail(key, value, "an absolute http:// or https:// URL with a host")
+
+
+_INT_RE = re.compile(r"^\s*\+?\d+(_\d+)*\s*$")
+_NUM_RE = re.compile(r"^\s*\+?(\d+(_\d+)*)?(\.\d+)?\s*$")
+
+
+def _number(key: str, value: object, *, integer: bool, minimum: float, what: str) -> float | int:
+    allowed = f"{what} (a {'whole ' if integer else ''}number >= {minimum:g})"
+    n: float | int
+    if isinstance(value, bool):
+        raise _fail(key, value, allowed)
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, float) and not integer:
+        if not math.isfinite(value):
+            raise _fail(key, value, allowed)
+        n = value
+    elif isinstance(value, float) and value.is_integer():
+        n = int(value)
+    elif isinstance(value, str) and _INT_RE.match(value):
+        n = int(value.strip().replace("_", ""))
+    elif (
+        isinstance(value, str)
+        and not integer
+        and _NUM_RE.match(value)
+        and any(c.isdigit() for c in value)
+    ):
+        n = float(value.strip().replace("_", ""))
+    else:
+        raise _fail(key, value, allowed)
+    if n < minimum:
+        raise _fail(key, value, allowed)
+    return n
+
+
+def _seconds(minimum: float = 0) -> Callable[[str, object], float]:
+    def parse(key: str, value: object) -> float:
+        return float(_number(key, value, integer=False, minimum=minimum, what="seconds"))
+
+    return parse
+
+
+def _optional_seconds(minimum: float) -> Callable[[str, object], float | None]:
+    inner = _seconds(minimum)
+
+    def parse(key: str, value: object) -> float | None:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        return inner(key, value)
+
+    return parse
+
+
+def _count(minimum: int = 0, what: str = "a count") -> Callable[[str, object], int]:
+    def parse(key: str, value: object) -> int:
+        return int(_number(key, value, integer=True, minimum=minimum, what=what))
+
+    return parse
+
+
+def _choice(choices: tuple[str, ...], *, upper: bool = False) -> Callable[[str, object], str]:
+    def parse(key: str, value: object) -> str:
+        if isinstance(value, str):
+            v = value.strip().upper() if upper else value.strip().lower()
+            if v in choices:
+                return v
+        raise _fail(key, value, "one of " + ", ".join(choices))
+
+    return parse
+
+
+def _algorithms(key: str, value: object) -> tuple[str, ...]:
+    allowed = "a non-empty list of " + " ".join(ALL_ALGORITHMS)
+    items: list[object]
+    if isinstance(value, str):
+        items = [p for p in re.split(r"[\s,]+", value.strip()) if p]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise _fail(key, value, allowed)
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or item not in ALL_ALGORITHMS:
+            hint = ""
+            if isinstance(item, str):
+                if item.strip().lower() == "none":
+                    hint = " ('none' is never a valid signature algorithm)"
+                else:
+                    close = difflib.get_close_matches(item, ALL_ALGORITHMS, n=1, cutoff=0.5)
+                    if close:
+                        hint = f" (did you mean {close[0]}?)"
+            raise ConfigError(
+                f"{key}: invalid algorithm {item!r} in {value!r}{hint}; allowed: {allowed}"
+            )
+        if item not in out:
+            out.append(item)
+    if not out:
+        raise _fail(key, value, allowed)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- the property table
+
+
+@dataclass(frozen=True)
+class Property:
+    """One ``ENGINE_*`` property: its key, the Config field, parser and documentation."""
+
+    key: str
+    field: str
+    parse: Callable[[str, object], Any]
+    allowed: str
+    doc: str
+
+
+PROPERTIES: tuple[Property, ...] = (
+    Property(
+        "ENGINE_APPLICATION_NAME",
+        "application_name",
+        _string,
+        "a non-empty string",
+        "Name of the embedding application, shown in every log entry.",
+    ),
+    Property(
+        "ENGINE_POLICY_STORE_LOCAL_FN",
+        "policy_store_local_fn",
+        _optional_path,
+        "a path: a directory, a .parc archive, a .json or .yaml/.yml legacy file",
+        "Local policy store; its format is detected from what the path names.",
+    ),
+    Property(
+        "ENGINE_POLICY_STORE_URI",
+        "policy_store_uri",
+        _optional_url,
+        "an http(s) URL; a path ending in .parc is an archive, anything else legacy JSON",
+        "Remote policy store fetched at start-up (and on refresh).",
+    ),
+    Property(
+        "ENGINE_POLICY_STORE_LOCAL",
+        "policy_store_local",
+        _optional_string,
+        "the text of a legacy store (JSON or YAML)",
+        "An inline legacy store.",
+    ),
+    Property(
+        "ENGINE_POLICY_STORE_ID",
+        "policy_store_id",
+        _optional_string,
+        "a store id of the legacy file",
+        "Selects one store of a multi-store legacy file (default: its only store).",
+    ),
+    Property(
+        "ENGINE_POLICY_STORE_VALIDATE_CHECKSUM",
+        "policy_store_validate_checksum",
+        _toggle,
+        "enabled, disabled",
+        "Whether the SHA-256 checksums of manifest.json are verified.",
+    ),
+    Property(
+        "ENGINE_POLICY_STORE_REFRESH_INTERVAL",
+        "policy_store_refresh_interval",
+        _seconds(0),
+        "seconds >= 0 (0 = never)",
+        "URL sources are reloaded in the background this often.",
+    ),
+    Property(
+        "ENGINE_STRICT_SCHEMA_VALIDATION",
+        "strict_schema_validation",
+        _toggle,
+        "enabled, disabled",
+        "Policies must pass strict schema validation when the store is loaded.",
+    ),
+    Property(
+        "ENGINE_JWT_SIG_VALIDATION",
+        "jwt_sig_validation",
+        _toggle,
+        "enabled, disabled",
+        "Verify JWT signatures against the issuer's keys.",
+    ),
+    Property(
+        "ENGINE_JWT_STATUS_VALIDATION",
+        "jwt_status_validation",
+        _toggle,
+        "enabled, disabled",
+        "Check token status lists (revocation).",
+    ),
+    Property(
+        "ENGINE_JWT_SIGNATURE_ALGORITHMS_SUPPORTED",
+        "jwt_signature_algorithms_supported",
+        _algorithms,
+        "a list of " + " ".join(ALL_ALGORITHMS),
+        "JWT signature algorithms accepted.",
+    ),
+    Property(
+        "ENGINE_JWT_CLOCK_SKEW",
+        "jwt_clock_skew",
+        _seconds(0),
+        "seconds >= 0",
+        "Leeway applied to exp, nbf and iat.",
+    ),
+    Property(
+        "ENGINE_LOCAL_JWKS",
+        "local_jwks",
+        _optional_path,
+        'a path to a JSON file {"<issuer_id>": [JWK, ...]}',
+        "Keys of issuers given locally (no discovery for those issuers).",
+    ),
+    Property(
+        "ENGINE_JWKS_REFRESH_INTERVAL",
+        "jwks_refresh_interval",
+        _optional_seconds(0.001),
+        "seconds > 0; unset = from Cache-Control, else 3600",
+        "How often an issuer's JWKS is refetched.",
+    ),
+    Property(
+        "ENGINE_JWKS_MIN_REFRESH_INTERVAL",
+        "jwks_min_refresh_interval",
+        _seconds(0),
+        "seconds >= 0",
+        "Cooldown between refetches triggered by an unknown kid.",
+    ),
+    Property(
+        "ENGINE_JWT_STATUS_LIST_REFRESH_INTERVAL_MAX",
+        "jwt_status_list_refresh_interval_max",
+        _seconds(0),
+        "seconds >= 0",
+        "Cap on a status list's ttl.",
+    ),
+    Property(
+        "ENGINE_TOKEN_CACHE_CAPACITY",
+        "token_cache_capacity",
+        _count(0, "a number of tokens"),
+        "a whole number >= 0 (0 = no cache)",
+        "Validated-token cache size.",
+    ),
+    Property(
+        "ENGINE_TOKEN_CACHE_MAX_TTL",
+        "token_cache_max_ttl",
+        _seconds(0),
+        "seconds >= 0 (0 = no cache)",
+        "Longest time a validated token stays cached.",
+    ),
+    Property(
+        "ENGINE_HTTP_REQUEST_TIMEOUT",
+        "http_request_timeout",
+        _seconds(0.001),
+        "seconds > 0",
+        "Timeout of each outbound HTTP request.",
+    ),
+    Property(
+        "ENGINE_HTTP_MAX_RETRIES",
+        "http_max_retries",
+        _count(0, "a number of retries"),
+        "a whole number >= 0",
+        "Retries after a failed outbound request (connection error, timeout, 5xx).",
+    ),
+    Property(
+        "ENGINE_HTTP_MAX_RESPONSE_SIZE_BYTES",
+        "http_max_response_size_bytes",
+        _count(1, "bytes"),
+        "a whole number of bytes >= 1",
+        "Largest response body accepted.",
+    ),
+    Property(
+        "ENGINE_MAX_DEFAULT_ENTITIES",
+        "max_default_entities",
+        _count(0, "a number of entities"),
+        "a whole number >= 0 (0 = unlimited)",
+        "Most default entities a store may hold.",
+    ),
+    Property(
+        "ENGINE_MAX_BASE64_SIZE",
+        "max_base64_size",
+        _count(0, "bytes"),
+        "a whole number of bytes >= 0 (0 = unlimited)",
+        "Largest Base64 string accepted in a legacy store.",
+    ),
+    Property(
+        "ENGINE_LOG_TYPE",
+        "log_type",
+        _choice(LOG_TYPES),
+        ", ".join(LOG_TYPES),
+        "Where logs go.",
+    ),
+    Property(
+        "ENGINE_LOG_LEVEL",
+        "log_level",
+        _choice(LOG_LEVELS, upper=True),
+        ", ".join(LOG_LEVELS),
+        "Lowest level of system log entries kept.",
+    ),
+    Property(
+        "ENGINE_LOG_TTL",
+        "log_ttl",
+        _seconds(0),
+        "seconds >= 0",
+        "How long the memory log keeps an entry.",
+    ),
+    Property(
+        "ENGINE_LOG_MAX_ITEMS",
+        "log_max_items",
+        _count(1, "a number of entries"),
+        "a whole number >= 1",
+        "Most entries the memory log keeps.",
+    ),
+    Property(
+        "ENGINE_DECISION_LOG_DEFAULT_JWT_ID",
+        "decision_log_default_jwt_id",
+        _string,
+        "a claim name",
+        "Claim shown for each token in decision logs.",
+    ),
+    Property(
+        "ENGINE_DATALOG_BACKEND",
+        "datalog_backend",
+        _choice(DATALOG_BACKENDS),
+        ", ".join(DATALOG_BACKENDS),
+        "Which Datalog backend decides requests.",
+    ),
+)
+
+PROPERTY_BY_KEY: dict[str, Property] = {p.key: p for p in PROPERTIES}
+PROPERTY_BY_FIELD: dict[str, Property] = {p.field: p for p in PROPERTIES}
+
+
+def _suggest(key: str) -> str:
+    candidates = [*PROPERTY_BY_KEY, _UNSUPPORTED_PREFIX]
+    close = difflib.get_close_matches(key.upper(), candidates, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+# ---------------------------------------------------------------- the config
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every ``ENGINE_*`` property, typed; field ``x`` is property ``ENGINE_X``.
+
+    Built directly (``Config(policy_store_local_fn="store/")``) or with the ``from_*``
+    constructors; either way every value is validated on construction.
+    """
+
+    application_name: str = "polang"
+    policy_store_local_fn: str | None = None
+    policy_store_uri: str | None = None
+    policy_store_local: str | None = None
+    policy_store_id: str | None = None
+    policy_store_validate_checksum: bool = True
+    policy_store_refresh_interval: float = 0.0
+    strict_schema_validation: bool = True
+    jwt_sig_validation: bool = True
+    jwt_status_validation: bool = True
+    jwt_signature_algorithms_supported: tuple[str, ...] = ASYMMETRIC_ALGORITHMS
+    jwt_clock_skew: float = 0.0
+    local_jwks: str | None = None
+    jwks_refresh_interval: float | None = None
+    jwks_min_refresh_interval: float = 30.0
+    jwt_status_list_refresh_interval_max: float = 300.0
+    token_cache_capacity: int = 1000
+    token_cache_max_ttl: float = 300.0
+    http_request_timeout: float = 10.0
+    http_max_retries: int = 3
+    http_max_response_size_bytes: int = 10 * MIB
+    max_default_entities: int = 1000
+    max_base64_size: int = 1 * MIB
+    log_type: str = "off"
+    log_level: str = "WARN"
+    log_ttl: float = 60.0
+    log_max_items: int = 10000
+    decision_log_default_jwt_id: str = "jti"
+    datalog_backend: str = "compiled"
+    _explicit: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name == "_explicit":
+                continue
+            prop = PROPERTY_BY_FIELD[f.name]
+            value = getattr(self, f.name)
+            if value is None and f.default is not None:
+                raise _fail(prop.key, value, prop.allowed)
+            object.__setattr__(self, f.name, prop.parse(prop.key, value))
+        given = [k for k in STORE_SOURCE_KEYS if getattr(self, PROPERTY_BY_KEY[k].field)]
+        if len(given) > 1:
+            raise ConfigError(
+                "more than one policy store source is configured ("
+                + ", ".join(given)
+                + "); set exactly one of "
+                + ", ".join(STORE_SOURCE_KEYS)
+            )
+
+    # -------------------------------------------------------------- constructors
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Config:
+        """Build from ``{"ENGINE_...": value}``; ``None`` means "the default"."""
+        if not isinstance(d, Mapping):
+            raise ConfigError(f"configuration must be a mapping of ENGINE_* keys, got {d!r}")
+        kwargs: dict[str, Any] = {}
+        for key, value in d.items():
+            if not isinstance(key, str):
+                raise ConfigError(f"configuration key {key!r} is not a string")
+            if key == _UNSUPPORTED_PREFIX or key.startswith(_UNSUPPORTED_PREFIX + "_"):
+                if key == _UNSUPPORTED_PREFIX and value is not None:
+                    try:
+                        if _toggle(key, value) is False:
+                            continue  # asking for the feature to be off is harmless
+                    except ConfigError:
+                        pass
+                raise ConfigError(
+                    f"{key}: value {value!r} is not supported yet "
+                    "(the remote policy and audit server integration is not built)"
+                )
+            prop = PROPERTY_BY_KEY.get(key)
+            if prop is None:
+                raise ConfigError(f"unknown configuration key {key!r}{_suggest(key)}")
+            if value is None:
+                continue
+            kwargs[prop.field] = prop.parse(key, value)
+        return cls(**kwargs, _explicit=frozenset(kwargs))
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> Config:
+        """Read a JSON or YAML file holding one mapping of ``ENGINE_*`` keys."""
+        p = Path(path)
+        if p.suffix.lower() not in (".json", ".yaml", ".yml"):
+            raise ConfigError(f"{p}: configuration files must end in .json, .yaml or .yml")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{p}: cannot read configuration file: {e}") from e
+        data: Any
+        suffix = p.suffix.lower()
+        if suffix == ".json":
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"{p}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from e
+        else:
+            import yaml
+
+            try:
+                data = yaml.safe_load(text)
+            except yaml.YAMLError as e:
+                mark = getattr(e, "problem_mark", None)
+                where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+                raise ConfigError(f"{p}{where}: invalid YAML: {e}") from e
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{p}: the configuration must be a mapping of ENGINE_* keys")
+        try:
+            return cls.from_dict(data)
+        except ConfigError as e:
+            raise ConfigError(f"{p}: {e}") from e
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, base: Config | None = None
+    ) -> Config:
+        """``ENGINE_*`` variables over ``base`` (e.g. ``Config.from_file(...)``).
+
+        An empty variable unsets an optional property. When the environment names a
+        policy store source, the base's other sources are dropped: the environment wins.
+        """
+        env = os.environ if environ is None else environ
+        overrides = {k: v for k, v in env.items() if k.startswith("ENGINE_")}
+        merged: dict[str, Any] = base.to_dict() if base is not None else {}
+        if any(overrides.get(k, "").strip() for k in STORE_SOURCE_KEYS):
+            for k in STORE_SOURCE_KEYS:
+                merged.pop(k, None)
+        for key, value in overrides.items():
+            if value.strip() == "" and key in PROPERTY_BY_KEY:
+                merged.pop(key, None)
+                continue
+            merged[key] = value
+        return cls.from_dict(merged)
+
+    # -------------------------------------------------------------- views
+
+    def to_dict(self, *, include_defaults: bool = True) -> dict[str, Any]:
+        """``{"ENGINE_...": value}`` in a form :meth:`from_dict` reads back."""
+        out: dict[str, Any] = {}
+        for prop in PROPERTIES:
+            value = getattr(self, prop.field)
+            if value is None:
+                continue
+            if not include_defaults and prop.field not in self._explicit:
+                continue
+            if prop.parse is _toggle:
+                value = "enabled" if value else "disabled"
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[prop.key] = value
+        return out
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with some fields changed (validated like any construction)."""
+        from dataclasses import replace
+
+        return replace(self, **changes, _explicit=self._explicit | frozenset(changes))
+
+    @property
+    def store_source_key(self) -> str | None:
+        """Which ``ENGINE_*`` key names the policy store, if any."""
+        for key in STORE_SOURCE_KEYS:
+            if getattr(self, PROPERTY_BY_KEY[key].field):
+                return key
+        return None
+
+    def policy_store_source(self) -> PolicyStoreSource:
+        """The store source this configuration names (see the spec's detection table)."""
+        from polang.store.source import PolicyStoreSource
+
+        return PolicyStoreSource.from_config(self)
+
+
+def known_keys() -> Iterable[str]:
+    """Every recognised ``ENGINE_*`` key (documentation and tooling)."""
+    return PROPERTY_BY_KEY.keys()

@@ -1,0 +1,328 @@
+"""ENGINE_* configuration: defaults, every kind of value, files, environment, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from polang.config import (
+    ALL_ALGORITHMS,
+    ASYMMETRIC_ALGORITHMS,
+    MIB,
+    PROPERTIES,
+    STORE_SOURCE_KEYS,
+    Config,
+    known_keys,
+)
+from polang.errors import ConfigError
+
+
+def test_defaults_match_the_decisions() -> None:
+    c = Config()
+    assert c.application_name == "polang"
+    assert c.policy_store_local_fn is None
+    assert c.policy_store_uri is None
+    assert c.policy_store_local is None
+    assert c.policy_store_id is None
+    assert c.policy_store_validate_checksum is True
+    assert c.policy_store_refresh_interval == 0
+    assert c.strict_schema_validation is True
+    assert c.jwt_sig_validation is True
+    assert c.jwt_status_validation is True
+    assert c.jwt_signature_algorithms_supported == ASYMMETRIC_ALGORITHMS
+    assert "HS256" not in c.jwt_signature_algorithms_supported
+    assert c.jwt_clock_skew == 0
+    assert c.local_jwks is None
+    assert c.jwks_refresh_interval is None
+    assert c.jwks_min_refresh_interval == 30
+    assert c.jwt_status_list_refresh_interval_max == 300
+    assert c.token_cache_capacity == 1000
+    assert c.token_cache_max_ttl == 300
+    assert c.http_request_timeout == 10
+    assert c.http_max_retries == 3
+    assert c.http_max_response_size_bytes == 10 * MIB
+    assert c.max_default_entities == 1000
+    assert c.max_base64_size == MIB
+    assert c.log_type == "off"
+    assert c.log_level == "WARN"
+    assert c.log_ttl == 60
+    assert c.log_max_items == 10000
+    assert c.decision_log_default_jwt_id == "jti"
+    assert c.datalog_backend == "compiled"
+
+
+def test_every_property_has_a_field_and_a_key() -> None:
+    fields = set(Config.__dataclass_fields__) - {"_explicit"}
+    assert {p.field for p in PROPERTIES} == fields
+    assert all(p.key == "ENGINE_" + p.field.upper() for p in PROPERTIES)
+    assert len(list(known_keys())) == len(PROPERTIES) == 29
+
+
+def test_from_dict_parses_every_kind_of_value() -> None:
+    c = Config.from_dict(
+        {
+            "ENGINE_APPLICATION_NAME": "shop",
+            "ENGINE_POLICY_STORE_LOCAL_FN": "stores/shop",
+            "ENGINE_POLICY_STORE_ID": "abc",
+            "ENGINE_POLICY_STORE_VALIDATE_CHECKSUM": "disabled",
+            "ENGINE_POLICY_STORE_REFRESH_INTERVAL": "2.5",
+            "ENGINE_STRICT_SCHEMA_VALIDATION": False,
+            "ENGINE_JWT_SIG_VALIDATION": "Disabled",
+            "ENGINE_JWT_STATUS_VALIDATION": True,
+            "ENGINE_JWT_SIGNATURE_ALGORITHMS_SUPPORTED": "RS256, ES256 EdDSA",
+            "ENGINE_JWT_CLOCK_SKEW": 5,
+            "ENGINE_LOCAL_JWKS": "keys.json",
+            "ENGINE_JWKS_REFRESH_INTERVAL": "600",
+            "ENGINE_JWKS_MIN_REFRESH_INTERVAL": 0,
+            "ENGINE_JWT_STATUS_LIST_REFRESH_INTERVAL_MAX": 60,
+            "ENGINE_TOKEN_CACHE_CAPACITY": "0",
+            "ENGINE_TOKEN_CACHE_MAX_TTL": 10,
+            "ENGINE_HTTP_REQUEST_TIMEOUT": 0.5,
+            "ENGINE_HTTP_MAX_RETRIES": "1",
+            "ENGINE_HTTP_MAX_RESPONSE_SIZE_BYTES": "1_000",
+            "ENGINE_MAX_DEFAULT_ENTITIES": 0,
+            "ENGINE_MAX_BASE64_SIZE": 2048,
+            "ENGINE_LOG_TYPE": "Memory",
+            "ENGINE_LOG_LEVEL": "debug",
+            "ENGINE_LOG_TTL": 1,
+            "ENGINE_LOG_MAX_ITEMS": 5,
+            "ENGINE_DECISION_LOG_DEFAULT_JWT_ID": "sid",
+            "ENGINE_DATALOG_BACKEND": "pydatalog",
+        }
+    )
+    assert c.application_name == "shop"
+    assert c.policy_store_local_fn == "stores/shop"
+    assert c.policy_store_validate_checksum is False
+    assert c.policy_store_refresh_interval == 2.5
+    assert c.strict_schema_validation is False
+    assert c.jwt_sig_validation is False
+    assert c.jwt_signature_algorithms_supported == ("RS256", "ES256", "EdDSA")
+    assert c.jwt_clock_skew == 5
+    assert c.jwks_refresh_interval == 600
+    assert c.token_cache_capacity == 0
+    assert c.http_request_timeout == 0.5
+    assert c.http_max_retries == 1
+    assert c.http_max_response_size_bytes == 1000
+    assert c.max_default_entities == 0
+    assert c.log_type == "memory"
+    assert c.log_level == "DEBUG"
+    assert c.datalog_backend == "pydatalog"
+
+
+def test_algorithm_lists_accept_json_lists_and_drop_duplicates() -> None:
+    c = Config.from_dict({"ENGINE_JWT_SIGNATURE_ALGORITHMS_SUPPORTED": ["HS256", "RS256", "HS256"]})
+    assert c.jwt_signature_algorithms_supported == ("HS256", "RS256")
+    every = Config.from_dict({"ENGINE_JWT_SIGNATURE_ALGORITHMS_SUPPORTED": list(ALL_ALGORITHMS)})
+    assert every.jwt_signature_algorithms_supported == ALL_ALGORITHMS
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "allowed"),
+    [
+        ("ENGINE_POLICY_STORE_VALIDATE_CHECKSUM", "yes", "'enabled' or 'disabled'"),
+        ("ENGINE_JWT_SIG_VALIDATION", 1, "'enabled' or 'disabled'"),
+        ("ENGINE_POLICY_STORE_REFRESH_INTERVAL", "-1", ">= 0"),
+        ("ENGINE_POLICY_STORE_REFRESH_INTERVAL", "soon", "seconds"),
+        ("ENGINE_HTTP_REQUEST_TIMEOUT", 0, "seconds"),
+        ("ENGINE_HTTP_REQUEST_TIMEOUT", float("nan"), "seconds"),
+        ("ENGINE_HTTP_MAX_RETRIES", 1.5, "whole number"),
+        ("ENGINE_HTTP_MAX_RETRIES", True, "whole number"),
+        ("ENGINE_HTTP_MAX_RESPONSE_SIZE_BYTES", 0, ">= 1"),
+        ("ENGINE_TOKEN_CACHE_CAPACITY", "ten", "whole number"),
+        ("ENGINE_LOG_TYPE", "file", "off, memory, std_out, python"),
+        ("ENGINE_LOG_LEVEL", "WARNING", "FATAL, ERROR, WARN, INFO, DEBUG, TRACE"),
+        ("ENGINE_LOG_MAX_ITEMS", 0, ">= 1"),
+        ("ENGINE_DATALOG_BACKEND", "souffle", "compiled, pydatalog"),
+        ("ENGINE_APPLICATION_NAME", "", "non-empty string"),
+        ("ENGINE_APPLICATION_NAME", 42, "non-empty string"),
+        ("ENGINE_POLICY_STORE_URI", "ftp://host/store.parc", "http"),
+        ("ENGINE_POLICY_STORE_URI", "store.parc", "http"),
+        ("ENGINE_JWT_SIGNATURE_ALGORITHMS_SUPPORTED", [], "non-empty list"),
+        ("ENGINE_JWT_SIGNATURE_ALGORITHMS_SUPPORTED", 5, "non-empty list"),
+        ("ENGINE_DECISION_LOG_DEFAULT_JWT_ID", " ", "non-empty string"),
+        ("ENGINE_LOCAL_JWKS", 3, "path"),
+    ],
+)
+def test_bad_values_name_key_value_and_what_is_allowed(
+    key: str, value: object, allowed: str
+) -> None:
+    with pytest.raises(ConfigError) as e:
+        Config.from_dict({key: value})
+    msg = str(e.value)
+    assert key in msg
+    assert repr(value) in msg
+    assert allowed in msg
+
+
+def test_bad_algorithm_names_suggest_or_explain() -> None:
+    with pytest.raises(ConfigError, match=r"'rs256'.*did you mean RS256"):
+        Config.from_dict({"ENGINE_JWT_SIGNATURE_ALGORITHMS_SUPPORTED": "rs256"})
+    with pytest.raises(ConfigError, match="'none' is never a valid"):
+        Config.from_dict({"ENGINE_JWT_SIGNATURE_ALGORITHMS_SUPPORTED": ["RS256", "none"]})
+
+
+def test_unknown_keys_are_errors_with_a_suggestion() -> None:
+    with pytest.raises(ConfigError, match=r"'ENGINE_LOG_TPYE'.*did you mean ENGINE_LOG_TYPE"):
+        Config.from_dict({"ENGINE_LOG_TPYE": "memory"})
+    with pytest.raises(ConfigError, match="unknown configuration key 'FOO'"):
+        Config.from_dict({"FOO": 1})
+    with pytest.raises(ConfigError, match="not a string"):
+        Config.from_dict({1: 1})
+
+
+def test_engine_lock_is_not_supported_yet() -> None:
+    for key, value in [
+        ("ENGINE_LOCK", "enabled"),
+        ("ENGINE_LOCK", True),
+        ("ENGINE_LOCK_SERVER_CONFIGURATION_URI", "https://lock.example"),
+    ]:
+        with pytest.raises(ConfigError, match="not supported yet") as e:
+            Config.from_dict({key: value})
+        assert key in str(e.value)
+    # asking for the feature to be off is harmless
+    assert Config.from_dict({"ENGINE_LOCK": "disabled"}) == Config()
+
+
+def test_none_means_default() -> None:
+    assert Config.from_dict({"ENGINE_LOG_TYPE": None}).log_type == "off"
+
+
+def test_at_most_one_store_source() -> None:
+    with pytest.raises(ConfigError) as e:
+        Config.from_dict(
+            {
+                "ENGINE_POLICY_STORE_URI": "https://example.com/s.parc",
+                "ENGINE_POLICY_STORE_LOCAL_FN": "store/",
+            }
+        )
+    assert "ENGINE_POLICY_STORE_URI" in str(e.value)
+    assert "ENGINE_POLICY_STORE_LOCAL_FN" in str(e.value)
+    assert Config(policy_store_local="{}").store_source_key == "ENGINE_POLICY_STORE_LOCAL"
+    assert Config().store_source_key is None
+
+
+def test_direct_construction_is_validated_too() -> None:
+    with pytest.raises(ConfigError, match="ENGINE_LOG_LEVEL"):
+        Config(log_level="LOUD")
+    with pytest.raises(ConfigError, match="ENGINE_LOG_TYPE"):
+        Config(log_type=None)  # type: ignore[arg-type]
+    assert Config(policy_store_local_fn=Path("x/y")).policy_store_local_fn == "x/y"
+
+
+def test_from_file_json_and_yaml(tmp_path: Path) -> None:
+    j = tmp_path / "c.json"
+    j.write_text(json.dumps({"ENGINE_LOG_TYPE": "memory", "ENGINE_HTTP_MAX_RETRIES": 0}))
+    assert Config.from_file(j).log_type == "memory"
+    y = tmp_path / "c.yaml"
+    y.write_text("ENGINE_JWT_SIG_VALIDATION: disabled\nENGINE_JWT_CLOCK_SKEW: 30\n")
+    c = Config.from_file(y)
+    assert c.jwt_sig_validation is False
+    assert c.jwt_clock_skew == 30
+    yml = tmp_path / "c.yml"
+    yml.write_text("")
+    assert Config.from_file(yml) == Config()
+
+
+def test_from_file_errors_name_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"ENGINE_LOG_TYPE": }')
+    with pytest.raises(ConfigError, match=r"bad\.json:1:\d+: invalid JSON"):
+        Config.from_file(bad)
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("ENGINE_LOG_TYPE: [\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml:\d+:\d+: invalid YAML"):
+        Config.from_file(bad_yaml)
+    lst = tmp_path / "list.json"
+    lst.write_text("[]")
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        Config.from_file(lst)
+    typo = tmp_path / "typo.json"
+    typo.write_text('{"ENGINE_LOG_LEVLE": "INFO"}')
+    with pytest.raises(ConfigError, match=r"typo\.json: unknown configuration key"):
+        Config.from_file(typo)
+    with pytest.raises(ConfigError, match="must end in"):
+        Config.from_file(tmp_path / "c.toml")
+    with pytest.raises(ConfigError, match="cannot read"):
+        Config.from_file(tmp_path / "missing.json")
+
+
+def test_environment_overrides_the_file(tmp_path: Path) -> None:
+    f = tmp_path / "c.json"
+    f.write_text(
+        json.dumps(
+            {
+                "ENGINE_LOG_TYPE": "memory",
+                "ENGINE_LOG_LEVEL": "INFO",
+                "ENGINE_POLICY_STORE_LOCAL_FN": "store/",
+                "ENGINE_LOCAL_JWKS": "keys.json",
+            }
+        )
+    )
+    base = Config.from_file(f)
+    env = {
+        "ENGINE_LOG_LEVEL": "DEBUG",
+        "ENGINE_POLICY_STORE_URI": "https://example.com/store.parc",
+        "ENGINE_LOCAL_JWKS": "",
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+    }
+    c = Config.from_env(env, base=base)
+    assert c.log_type == "memory"  # from the file
+    assert c.log_level == "DEBUG"  # the environment wins
+    assert c.local_jwks is None  # an empty variable unsets
+    # the environment's store source replaces the file's
+    assert c.policy_store_uri == "https://example.com/store.parc"
+    assert c.policy_store_local_fn is None
+
+
+def test_from_env_rejects_unknown_engine_variables() -> None:
+    with pytest.raises(ConfigError, match="ENGINE_JWT_SIG_VALIDATON"):
+        Config.from_env({"ENGINE_JWT_SIG_VALIDATON": "disabled"})
+    assert Config.from_env({"OTHER": "x"}) == Config()
+
+
+def test_to_dict_round_trips() -> None:
+    c = Config(
+        policy_store_local_fn="s/",
+        jwt_sig_validation=False,
+        jwt_signature_algorithms_supported=("ES256",),
+        jwks_refresh_interval=5,
+    )
+    d = c.to_dict()
+    assert d["ENGINE_JWT_SIG_VALIDATION"] == "disabled"
+    assert d["ENGINE_JWT_SIGNATURE_ALGORITHMS_SUPPORTED"] == ["ES256"]
+    assert "ENGINE_POLICY_STORE_URI" not in d
+    assert Config.from_dict(d) == c
+    assert Config.from_dict({"ENGINE_LOG_TYPE": "memory"}).to_dict(include_defaults=False) == {
+        "ENGINE_LOG_TYPE": "memory"
+    }
+    assert json.loads(json.dumps(d)) == d
+
+
+def test_replace_validates() -> None:
+    c = Config().replace(log_type="std_out")
+    assert c.log_type == "std_out"
+    with pytest.raises(ConfigError):
+        c.replace(http_max_retries=-1)
+
+
+def test_store_source_keys_are_properties() -> None:
+    assert set(STORE_SOURCE_KEYS) <= set(known_keys())
+
+
+@given(st.integers(min_value=0, max_value=10**12))
+def test_whole_numbers_round_trip_from_strings(n: int) -> None:
+    c = Config.from_env({"ENGINE_MAX_BASE64_SIZE": str(n), "ENGINE_LOG_MAX_ITEMS": str(n + 1)})
+    assert c.max_base64_size == n
+    assert c.log_max_items == n + 1
+
+
+@given(st.floats(min_value=0.001, max_value=1e6, allow_nan=False))
+def test_seconds_round_trip(x: float) -> None:
+    c = Config.from_dict({"ENGINE_HTTP_REQUEST_TIMEOUT": x, "ENGINE_JWT_CLOCK_SKEW": repr(x)})
+    assert c.http_request_timeout == x
+    assert c.jwt_clock_skew == pytest.approx(x)
