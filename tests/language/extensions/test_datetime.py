@@ -21,9 +21,9 @@ DAY = 86_400_000
 YEAR_0 = -62_167_219_200_000  # 0000-01-01T00:00:00Z
 
 
-def _epoch_ms(*args: int) -> int:
+def _epoch_ms(year: int, month: int, day: int, hh: int = 0, mm: int = 0, ss: int = 0) -> int:
     """Milliseconds since the epoch computed independently with Python's datetime (year >= 1)."""
-    dt = pydt.datetime(*args, tzinfo=pydt.UTC)  # type: ignore[misc]
+    dt = pydt.datetime(year, month, day, hh, mm, ss, tzinfo=pydt.UTC)
     delta = dt - pydt.datetime(1970, 1, 1, tzinfo=pydt.UTC)
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
@@ -99,8 +99,8 @@ INVALID = [
 def test_valid_literals(text: str, ms: int) -> None:
     d = parse_datetime(text)
     assert type(d) is DateTime and d.ms == ms
-    text = d.text()
-    assert text is not None and parse_datetime(text) == d
+    canonical = d.text()
+    assert canonical is not None and parse_datetime(canonical) == d
 
 
 @pytest.mark.parametrize("text", INVALID)
@@ -235,7 +235,7 @@ def test_ordering_operators() -> None:
 
 def test_method_errors() -> None:
     d, dur = _dt("2020-01-01"), parse_duration("1d")
-    bad_calls = {
+    bad_calls: dict[str, list[tuple[object, ...]]] = {
         "offset": [(d, d), (dur, dur), (d, "1d"), ("2020-01-01", dur), (d, 1)],
         "durationSince": [(d, dur), (dur, d), (d, "2020-01-01")],
         "toDate": [(dur,), ("2020-01-01",)],
@@ -259,7 +259,7 @@ def test_value_semantics() -> None:
     assert not value_eq(DateTime(0), Duration(0))
     assert DateTime.TYPE_NAME == "datetime"
     with pytest.raises(AttributeError):
-        d.ms = 0  # type: ignore[misc]
+        d.ms = 0
     with pytest.raises(ValueError):
         DateTime(MAX_MS + 1)
 

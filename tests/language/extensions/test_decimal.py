@@ -138,9 +138,9 @@ def test_comparison_method_errors(name: str) -> None:
         with pytest.raises(EvaluationError) as info:
             METHODS[name](*args)
         assert info.value.kind == "type"
-    for args in [(one,), (one, one, one)]:
+    for arity_args in [(one,), (one, one, one)]:
         with pytest.raises(EvaluationError) as info:
-            METHODS[name](*args)
+            METHODS[name](*arity_args)
         assert info.value.kind == "arity"
 
 
@@ -161,9 +161,9 @@ def test_value_semantics() -> None:
     assert len({Decimal(0), 0, "0.0"}) == 3
     assert Decimal.TYPE_NAME == "decimal"
     with pytest.raises(AttributeError):
-        d.scaled = 5  # type: ignore[misc]
+        d.scaled = 5
     with pytest.raises(AttributeError):
-        d.other = 5  # type: ignore[attr-defined]
+        d.other = 5
     with pytest.raises(ValueError):
         Decimal(MAX_SCALED + 1)
 

@@ -210,7 +210,7 @@ def test_value_semantics() -> None:
     assert not value_eq(a, "10.0.0.1")
     assert IPAddr.TYPE_NAME == "ipaddr"
     with pytest.raises(AttributeError):
-        a.prefix = 8  # type: ignore[misc]
+        a.prefix = 8
     with pytest.raises(ValueError):
         IPAddr(False, 1 << 32, 32)
     with pytest.raises(ValueError):
