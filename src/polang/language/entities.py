@@ -7,10 +7,38 @@ ends in the same model.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, cast
 
-from polang.language.values import EntityUID, Value
+from polang.errors import EntityError, RequestError
+from polang.language.schema import (
+    EXTENSION_CONSTRUCTORS,
+    EntityRefType,
+    ExtensionType,
+    PrimType,
+    RecordType,
+    Schema,
+    SchemaType,
+    SetType,
+    duplicate_key,
+    json_kind,
+    json_loads_checked,
+    json_path,
+    name_error,
+)
+from polang.language.values import (
+    LONG_MAX,
+    LONG_MIN,
+    EntityUID,
+    RecordValue,
+    SetValue,
+    Value,
+    quote_string,
+    type_name,
+    value_to_json,
+)
 
 
 @dataclass(slots=True)
@@ -53,3 +81,590 @@ class EntityStore:
         for e in overrides:
             out._by_uid[e.uid] = e
         return out
+
+
+# ================================================================ entity JSON
+#
+# The forms are the language's: an entity is {"uid", "attrs", "parents", "tags"}; a value
+# is a JSON bool, integer (64-bit), string, array (a set), object (a record), or one of the
+# escapes {"__entity": {"type", "id"}} and {"__extn": {"fn", "arg" | "args"}}. With a
+# schema, the expected type directs parsing: an object {"type", "id"} is an entity where
+# an entity is expected, and a string is converted by the extension type's constructor
+# where an extension value is expected ("10.0.0.1" for ipaddr).
+
+
+class _Bad(Exception):
+    """A problem at a JSON path; the caller says which entity (or context) it is in."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
+def _check_object(v: object, path: str, what: str) -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise _Bad(path, f"{what} must be a JSON object, found {json_kind(v)}")
+    dup = duplicate_key(v)
+    if dup is not None:
+        raise _Bad(json_path(path, dup), f"duplicate key `{dup}`")
+    return v
+
+
+def _uid(v: object, path: str) -> EntityUID:
+    obj = _check_object(v, path, "an entity reference")
+    if "__entity" in obj:
+        path = json_path(path, "__entity")
+        obj = _check_object(obj["__entity"], path, "an entity reference")
+    elif "__expr" in obj:
+        raise _Bad(
+            path,
+            'the legacy `{"__expr": ...}` form is not supported; write {"type": ..., "id": ...}',
+        )
+    if "type" not in obj or "id" not in obj:
+        missing = "type" if "type" not in obj else "id"
+        raise _Bad(path, f'an entity reference needs "type" and "id" (missing "{missing}")')
+    etype, eid = obj["type"], obj["id"]
+    if not isinstance(etype, str):
+        raise _Bad(
+            json_path(path, "type"), f"an entity type must be a string, found {json_kind(etype)}"
+        )
+    problem = name_error(etype)
+    if problem is not None:
+        raise _Bad(json_path(path, "type"), f"invalid entity type: {problem}")
+    if not isinstance(eid, str):
+        raise _Bad(json_path(path, "id"), f"an entity id must be a string, found {json_kind(eid)}")
+    return EntityUID(etype, eid)
+
+
+def _long(v: int, path: str) -> int:
+    if v < LONG_MIN or v > LONG_MAX:
+        raise _Bad(path, f"integer {v} is outside the 64-bit range of Long")
+    return v
+
+
+def _is_escape(obj: dict[str, Any], key: str) -> bool:
+    return len(obj) == 1 and key in obj
+
+
+def _extension(v: object, path: str) -> Value:
+    path = json_path(path, "__extn")
+    obj = _check_object(v, path, "an extension value")
+    fn = obj.get("fn")
+    if not isinstance(fn, str):
+        raise _Bad(json_path(path, "fn"), 'an extension value needs a function name "fn"')
+    from polang.language.extensions import call_function, parse_extension_value
+
+    try:
+        if "arg" in obj and "args" not in obj:
+            return parse_extension_value(fn, _untyped(obj["arg"], json_path(path, "arg")))
+        if "args" in obj and "arg" not in obj:
+            p = json_path(path, "args")
+            items = obj["args"]
+            if not isinstance(items, list):
+                raise _Bad(p, f'"args" must be an array, found {json_kind(items)}')
+            return call_function(fn, [_untyped(x, json_path(p, i)) for i, x in enumerate(items)])
+    except ValueError as e:
+        raise _Bad(path, f"invalid extension value: {e}") from None
+    raise _Bad(path, 'an extension value needs exactly one of "arg" and "args"')
+
+
+def _untyped(v: object, path: str) -> Value:
+    """A value with no expected type: its JSON form alone decides."""
+    t = type(v)
+    if t is bool or t is str:
+        return v
+    if t is int:
+        return _long(cast(int, v), path)
+    if t is list:
+        return SetValue(_untyped(x, json_path(path, i)) for i, x in enumerate(cast(list[Any], v)))
+    if t is float:
+        raise _Bad(path, f"floating-point numbers are not values of the language: {v!r}")
+    if v is None:
+        raise _Bad(path, "null is not a value of the language")
+    obj = _check_object(v, path, "a value")
+    if _is_escape(obj, "__entity"):
+        return _uid(obj, path)
+    if _is_escape(obj, "__extn"):
+        return _extension(obj["__extn"], path)
+    if _is_escape(obj, "__expr"):
+        raise _Bad(path, 'the legacy `{"__expr": ...}` form is not supported')
+    return RecordValue({k: _untyped(x, json_path(path, k)) for k, x in obj.items()})
+
+
+def _describe(v: object) -> str:
+    """A JSON value as the language would call it, for type-mismatch messages."""
+    if isinstance(v, bool):
+        return f"Bool {'true' if v else 'false'}"
+    if isinstance(v, int):
+        return f"Long {v}"
+    if isinstance(v, str):
+        text = v if len(v) <= 40 else v[:37] + "..."
+        return f"String {quote_string(text)}"
+    if isinstance(v, float):
+        return f"number {v!r}"
+    if v is None:
+        return "null"
+    if isinstance(v, list):
+        return "Set"
+    if isinstance(v, dict):
+        if _is_escape(v, "__entity"):
+            inner = v["__entity"]
+            if isinstance(inner, dict):
+                return f"entity {inner.get('type')}::{quote_string(str(inner.get('id')))}"
+            return "entity"
+        if _is_escape(v, "__extn"):
+            inner = v["__extn"]
+            fn = inner.get("fn") if isinstance(inner, dict) else None
+            return f"extension value `{fn}(...)`"
+        return "Record"
+    return type(v).__name__
+
+
+def _expected_text(t: SchemaType) -> str:
+    if isinstance(t, EntityRefType):
+        return f"an entity of type {t.name}"
+    if isinstance(t, RecordType):
+        return "Record"
+    return str(t)
+
+
+def _mismatch(v: object, expected: SchemaType, path: str) -> _Bad:
+    return _Bad(path, f"expected {_expected_text(expected)}, got {_describe(v)}")
+
+
+def _value(v: object, expected: SchemaType | None, path: str, schema: Schema | None) -> Value:
+    """A value of the ``expected`` type (schema-directed), or as its JSON form says."""
+    if expected is None:
+        return _untyped(v, path)
+    t = type(v)
+    if isinstance(expected, PrimType):
+        name = expected.name
+        if (
+            (name == "Long" and t is int)
+            or (name == "String" and t is str)
+            or (name == "Bool" and t is bool)
+        ):
+            return _long(cast(int, v), path) if t is int else v
+        raise _mismatch(v, expected, path)
+    if isinstance(expected, SetType):
+        if t is not list:
+            raise _mismatch(v, expected, path)
+        return SetValue(
+            _value(x, expected.element, json_path(path, i), schema)
+            for i, x in enumerate(cast(list[Any], v))
+        )
+    if isinstance(expected, EntityRefType):
+        if not isinstance(v, dict) or not (
+            _is_escape(v, "__entity") or ("type" in v and "id" in v and "__extn" not in v)
+        ):
+            raise _mismatch(v, expected, path)
+        uid = _uid(v, path)
+        if uid.type != expected.name:
+            raise _Bad(path, f"expected {_expected_text(expected)}, got entity {uid}")
+        if schema is not None:
+            _check_enum(uid, schema, path)
+        return uid
+    if isinstance(expected, ExtensionType):
+        from polang.language.extensions import EXTENSION_CLASSES, parse_extension_value
+
+        if t is str:
+            try:
+                return parse_extension_value(EXTENSION_CONSTRUCTORS[expected.name], v)
+            except ValueError as e:
+                raise _Bad(path, f"invalid {expected.name} value {_describe(v)}: {e}") from None
+        if isinstance(v, dict) and _is_escape(v, "__extn"):
+            value = _extension(v["__extn"], path)
+            if type(value) is not EXTENSION_CLASSES[expected.name]:
+                raise _Bad(path, f"expected {expected.name}, got {type_name(value)}")
+            return value
+        raise _mismatch(v, expected, path)
+    # a record
+    if not isinstance(v, dict) or _is_escape(v, "__entity") or _is_escape(v, "__extn"):
+        raise _mismatch(v, expected, path)
+    return _record(v, expected, path, schema)
+
+
+def _record(v: object, rt: RecordType, path: str, schema: Schema | None) -> RecordValue:
+    obj = _check_object(v, path, "a record")
+    fields: dict[str, Value] = {}
+    for k, x in obj.items():
+        p = json_path(path, k)
+        attr = rt.attributes.get(k)
+        if attr is not None:
+            fields[k] = _value(x, attr.type, p, schema)
+        elif rt.additional:
+            fields[k] = _untyped(x, p)
+        else:
+            raise _Bad(p, f"attribute `{k}` is not declared in the schema")
+    for k, attr in rt.attributes.items():
+        if attr.required and k not in obj:
+            raise _Bad(path, f"required attribute `{k}` is missing")
+    return RecordValue(fields)
+
+
+def _check_enum(uid: EntityUID, schema: Schema, path: str) -> None:
+    et = schema.entity_type(uid.type)
+    if et is not None and et.enum is not None and uid.id not in et.enum:
+        allowed = ", ".join(quote_string(x) for x in et.enum)
+        raise _Bad(path, f"`{uid}` is not one of the entities of the enumerated type: {allowed}")
+
+
+def _build(
+    uid: EntityUID,
+    attrs: dict[str, Any],
+    attrs_path: str,
+    parents: list[tuple[object, str]],
+    tags: dict[str, Any],
+    tags_path: str,
+    schema: Schema | None,
+    uid_path: str,
+    parents_path: str,
+) -> Entity:
+    """One entity from its JSON parts, checked against the schema when there is one."""
+    parent_uids = [(_uid(p, pp), pp) for p, pp in parents]
+    if schema is None:
+        return Entity(
+            uid,
+            {k: _untyped(x, json_path(attrs_path, k)) for k, x in attrs.items()},
+            {p for p, _ in parent_uids},
+            {k: _untyped(x, json_path(tags_path, k)) for k, x in tags.items()},
+        )
+    if schema.is_action_type(uid.type):
+        return _action_entity(
+            uid, attrs, attrs_path, parent_uids, tags, tags_path, schema, uid_path, parents_path
+        )
+    et = schema.entity_type(uid.type)
+    if et is None:
+        raise _Bad(uid_path, f"entity type `{uid.type}` is not declared in the schema")
+    _check_enum(uid, schema, uid_path)
+    record = _record(attrs, et.shape, attrs_path, schema)
+    for p, pp in parent_uids:
+        if p.type not in et.member_of:
+            allowed = ", ".join(f"`{m}`" for m in et.member_of) or "none"
+            raise _Bad(
+                pp,
+                f"an entity of type `{uid.type}` cannot have a parent of type `{p.type}` "
+                f"(allowed parent types: {allowed})",
+            )
+        _check_enum(p, schema, pp)
+    tag_values: dict[str, Value] = {}
+    if tags:
+        if et.tags is None:
+            raise _Bad(tags_path, f"entity type `{uid.type}` does not allow tags")
+        tag_values = {
+            k: _value(x, et.tags, json_path(tags_path, k), schema) for k, x in tags.items()
+        }
+    return Entity(uid, record.fields, {p for p, _ in parent_uids}, tag_values)
+
+
+def _action_entity(
+    uid: EntityUID,
+    attrs: dict[str, Any],
+    attrs_path: str,
+    parent_uids: list[tuple[EntityUID, str]],
+    tags: dict[str, Any],
+    tags_path: str,
+    schema: Schema,
+    uid_path: str,
+    parents_path: str,
+) -> Entity:
+    """Action entities come from the schema: one written in JSON must agree with it."""
+    action = schema.action(uid)
+    if action is None:
+        raise _Bad(uid_path, f"action `{uid}` is not declared in the schema")
+    if attrs:
+        raise _Bad(attrs_path, f"action `{uid}` cannot have attributes")
+    if tags:
+        raise _Bad(tags_path, f"action `{uid}` cannot have tags")
+    # The file may list direct parents or their closure: both mean the same hierarchy.
+    given = {p for p, _ in parent_uids}
+    reach = set(given)
+    for p in given:
+        reach |= schema.action_ancestors(p)
+    if reach != schema.action_ancestors(uid):
+        want = ", ".join(str(p) for p in sorted(action.member_of)) or "none"
+        got = ", ".join(str(p) for p in sorted(given)) or "none"
+        raise _Bad(
+            parents_path,
+            f"the parents of action `{uid}` must agree with the schema ({want}), not {got}",
+        )
+    return Entity(uid, {}, set(action.member_of), {})
+
+
+def _entity_error(uid: EntityUID | None, bad: _Bad, prefix: str = "") -> EntityError:
+    who = f"entity {uid} at " if uid is not None else "at "
+    return EntityError(
+        f"{prefix}{who}{bad.path}: {bad.message}",
+        uid=None if uid is None else str(uid),
+        path=bad.path,
+    )
+
+
+def _optional_object(obj: dict[str, Any], key: str, path: str, what: str) -> dict[str, Any]:
+    if key not in obj:
+        return {}
+    return _check_object(obj[key], json_path(path, key), what)
+
+
+def _parse_entity(obj: object, schema: Schema | None, path: str) -> Entity:
+    """The entity form; raises ``_Bad`` (the uid is re-read by the caller for messages)."""
+    o = _check_object(obj, path, "an entity")
+    if "uid" not in o:
+        raise _Bad(path, 'an entity needs a "uid"')
+    uid_path = json_path(path, "uid")
+    uid = _uid(o["uid"], uid_path)
+    if "attrs" not in o:
+        raise _Bad(path, 'an entity needs "attrs" (an object, possibly empty)')
+    attrs = _check_object(o["attrs"], json_path(path, "attrs"), '"attrs"')
+    parents_path = json_path(path, "parents")
+    parents = o.get("parents", [])
+    if not isinstance(parents, list):
+        raise _Bad(parents_path, f'"parents" must be an array, found {json_kind(parents)}')
+    tags = _optional_object(o, "tags", path, '"tags"')
+    return _build(
+        uid,
+        attrs,
+        json_path(path, "attrs"),
+        [(p, json_path(parents_path, i)) for i, p in enumerate(parents)],
+        tags,
+        json_path(path, "tags"),
+        schema,
+        uid_path,
+        parents_path,
+    )
+
+
+def _uid_for_message(obj: object, key: str = "uid") -> EntityUID | None:
+    try:
+        return _uid(obj[key], "$") if isinstance(obj, dict) and key in obj else None
+    except _Bad:
+        return None
+
+
+def parse_entity(obj: object, schema: Schema | None = None, *, path: str = "$[0]") -> Entity:
+    """One entity in the language's JSON form (``{"uid", "attrs", "parents", "tags"}``).
+
+    With a schema, the attributes, parents and tags are checked and parsed by their
+    declared types. Raises ``EntityError`` with ``uid`` and ``path`` set.
+    """
+    try:
+        return _parse_entity(obj, schema, path)
+    except _Bad as bad:
+        raise _entity_error(_uid_for_message(obj), bad) from None
+
+
+def parse_legacy_entity(obj: object, schema: Schema | None = None, *, path: str = "$") -> Entity:
+    """The legacy default-entity form ``{"entity_type": T, "entity_id": I, <attr>: <value>...}``:
+    every key but the two names is an attribute; it has no parents and no tags."""
+    uid: EntityUID | None = None
+    try:
+        o = _check_object(obj, path, "an entity")
+        uid = _named_uid(o, "entity_type", "entity_id", path, path)
+        attrs = {k: v for k, v in o.items() if k not in ("entity_type", "entity_id")}
+        return _build(uid, attrs, path, [], {}, path, schema, path, path)
+    except _Bad as bad:
+        raise _entity_error(uid, bad) from None
+
+
+def parse_mapped_entity(obj: object, schema: Schema | None = None, *, path: str = "$") -> Entity:
+    """The compatibility form ``{"cedar_entity_mapping": {"entity_type": T, "id": I}, **attrs}``:
+    every other key is an attribute; it has no parents and no tags."""
+    uid: EntityUID | None = None
+    try:
+        o = _check_object(obj, path, "an entity")
+        mpath = json_path(path, "cedar_entity_mapping")
+        if "cedar_entity_mapping" not in o:
+            raise _Bad(path, 'missing "cedar_entity_mapping": {"entity_type": ..., "id": ...}')
+        mapping = _check_object(o["cedar_entity_mapping"], mpath, '"cedar_entity_mapping"')
+        uid = _named_uid(mapping, "entity_type", "id", mpath, mpath)
+        attrs = {k: v for k, v in o.items() if k != "cedar_entity_mapping"}
+        return _build(uid, attrs, path, [], {}, path, schema, mpath, path)
+    except _Bad as bad:
+        raise _entity_error(uid, bad) from None
+
+
+def _named_uid(
+    o: dict[str, Any], type_key: str, id_key: str, path: str, uid_path: str
+) -> EntityUID:
+    for key in (type_key, id_key):
+        if key not in o:
+            raise _Bad(path, f'missing "{key}"')
+        if not isinstance(o[key], str):
+            raise _Bad(json_path(path, key), f'"{key}" must be a string, found {json_kind(o[key])}')
+    problem = name_error(o[type_key])
+    if problem is not None:
+        raise _Bad(json_path(path, type_key), f"invalid entity type: {problem}")
+    return EntityUID(o[type_key], o[id_key])
+
+
+def _same_entity(a: Entity, b: Entity) -> bool:
+    return (
+        a.uid == b.uid
+        and a.parents == b.parents
+        and RecordValue(a.attrs) == RecordValue(b.attrs)
+        and RecordValue(a.tags) == RecordValue(b.tags)
+    )
+
+
+def _load(data: str | bytes | list[Any], filename: str | None) -> object:
+    if not isinstance(data, str | bytes):
+        return data
+    try:
+        return json_loads_checked(data)
+    except json.JSONDecodeError as e:
+        where = f"{filename or '<entities>'}:{e.lineno}:{e.colno}"
+        raise EntityError(f"{where}: invalid JSON: {e.msg}", path="$") from None
+    except UnicodeDecodeError as e:
+        raise EntityError(f"{filename or '<entities>'}: invalid JSON text: {e}", path="$") from None
+
+
+def parse_entities(
+    data: str | bytes | list[Any],
+    schema: Schema | None = None,
+    *,
+    filename: str | None = None,
+) -> EntityStore:
+    """A JSON array of entities. With a schema, entities are checked and parsed by their
+    declared types, and the schema's action entities are added (an action entity written
+    in the file must agree with the schema). A repeated uid is an error unless both
+    entries are identical, and so is a cycle in the hierarchy.
+    """
+    prefix = f"{filename}: " if filename else ""
+    items = _load(data, filename)
+    if not isinstance(items, list):
+        raise EntityError(
+            f"{prefix}at $: expected an array of entities, found {json_kind(items)}", path="$"
+        )
+    found: dict[EntityUID, tuple[Entity, str]] = {}
+    for i, obj in enumerate(items):
+        path = f"$[{i}]"
+        try:
+            entity = _parse_entity(obj, schema, path)
+        except _Bad as bad:
+            raise _entity_error(_uid_for_message(obj), bad, prefix) from None
+        previous = found.get(entity.uid)
+        if previous is None:
+            found[entity.uid] = (entity, path)
+        elif not _same_entity(previous[0], entity):
+            raise _entity_error(
+                entity.uid,
+                _Bad(
+                    path, f"entity {entity.uid} is already defined at {previous[1]} with other data"
+                ),
+                prefix,
+            )
+    if schema is not None:
+        for action in schema.action_entities():
+            found.setdefault(action.uid, (action, "the schema"))
+    _check_acyclic(found, prefix)
+    return EntityStore(e for e, _ in found.values())
+
+
+def _check_acyclic(found: dict[EntityUID, tuple[Entity, str]], prefix: str) -> None:
+    """The hierarchy must be a DAG (the language rejects an entity that is its own ancestor)."""
+    state: dict[EntityUID, int] = {}  # 1 = on the current path, 2 = done
+    for root in found:
+        if root in state:
+            continue
+        stack: list[tuple[EntityUID, Iterator[EntityUID]]] = [(root, iter(found[root][0].parents))]
+        state[root] = 1
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                state[node] = 2
+                stack.pop()
+                continue
+            if nxt not in found:
+                continue
+            s = state.get(nxt)
+            if s == 1:
+                chain = [u for u, _ in stack]
+                cycle = [*chain[chain.index(nxt) :], nxt]
+                path = (
+                    json_path(found[nxt][1], "parents")
+                    if found[nxt][1].startswith("$")
+                    else found[nxt][1]
+                )
+                raise _entity_error(
+                    nxt,
+                    _Bad(
+                        path, "cycle in the entity hierarchy: " + " -> ".join(str(u) for u in cycle)
+                    ),
+                    prefix,
+                )
+            if s is None:
+                state[nxt] = 1
+                stack.append((nxt, iter(found[nxt][0].parents)))
+
+
+def parse_entity_uid_json(obj: object, path: str = "$") -> EntityUID:
+    """An entity reference: ``{"type", "id"}`` or ``{"__entity": {"type", "id"}}``.
+
+    Raises ``EntityError`` with the path.
+    """
+    try:
+        return _uid(obj, path)
+    except _Bad as bad:
+        raise _entity_error(None, bad) from None
+
+
+def parse_value(
+    json_value: object,
+    expected: SchemaType | None = None,
+    *,
+    path: str,
+    schema: Schema | None = None,
+) -> Value:
+    """One value from entity JSON, directed by ``expected`` when given (a string becomes
+    an extension value, ``{"type", "id"}`` an entity, where the type says so).
+
+    Raises ``EntityError`` (``uid`` unset) naming ``path``.
+    """
+    try:
+        return _value(json_value, expected, path, schema)
+    except _Bad as bad:
+        raise _entity_error(None, bad) from None
+
+
+def parse_context(
+    data: object,
+    schema: Schema | None,
+    action: EntityUID | None,
+    *,
+    path: str = "$.context",
+) -> RecordValue:
+    """A request's context: a JSON object (or its text). With a schema and an action, it is
+    parsed and checked by the action's context type (unknown, missing and mistyped
+    attributes are errors). Raises ``RequestError`` naming the path.
+    """
+    if isinstance(data, str | bytes):
+        try:
+            data = json_loads_checked(data)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise RequestError(f"context at {path}: invalid JSON: {e}") from None
+    try:
+        if schema is not None and action is not None:
+            declared = schema.action(action)
+            if declared is None:
+                raise RequestError(
+                    f"context at {path}: action `{action}` is not declared in the schema"
+                )
+            return _record(data, declared.context, path, schema)
+        obj = _check_object(data, path, "the context")
+        return RecordValue({k: _untyped(x, json_path(path, k)) for k, x in obj.items()})
+    except _Bad as bad:
+        raise RequestError(f"context at {bad.path}: {bad.message}") from None
+
+
+def entity_to_json(e: Entity) -> dict[str, Any]:
+    """The language's JSON form of an entity (``parse_entity`` reads it back)."""
+    out: dict[str, Any] = {
+        "uid": e.uid.to_json(),
+        "attrs": {k: value_to_json(v) for k, v in e.attrs.items()},
+        "parents": [p.to_json() for p in sorted(e.parents)],
+    }
+    if e.tags:
+        out["tags"] = {k: value_to_json(v) for k, v in e.tags.items()}
+    return out

@@ -17,12 +17,15 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from lark import Lark, Token, Tree
+from lark.common import LexerConf
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark.lexer import Lexer, LexerState
 
 from polang.errors import SchemaError
 from polang.language.values import EntityUID
@@ -702,16 +705,72 @@ def _unique(items: Any) -> list[Any]:
 # ================================================================ human-readable form
 
 
+class _SchemaLexer(Lexer):
+    """A contextual lexer tuned for the schema grammar.
+
+    A word is a keyword only when the parser, in its current state, accepts that keyword
+    (so ``entity tags;`` declares a type named ``tags``), exactly like lark's contextual
+    lexer; one combined regular expression makes it several times faster, which matters
+    for large generated schemas.
+    """
+
+    __future_interface__ = 2
+
+    def __init__(self, conf: LexerConf) -> None:
+        literals = {t.pattern.value: t.name for t in conf.terminals if t.pattern.type == "str"}
+        self.keywords = {v: n for v, n in literals.items() if _IDENT_RE.match(v)}
+        self.punctuation = {v: n for v, n in literals.items() if v not in self.keywords}
+        symbols = sorted(self.punctuation, key=len, reverse=True)
+        self.regex = re.compile(
+            r'(\s+|//[^\n]*)|("(?:[^"\\]|\\[\s\S])*")|([_a-zA-Z][_a-zA-Z0-9]*)|('
+            + "|".join(re.escape(x) for x in symbols)
+            + ")"
+        )
+
+    def lex(self, lexer_state: LexerState, parser_state: Any) -> Iterator[Token]:
+        text_slice: Any = lexer_state.text
+        text: str = getattr(text_slice, "text", text_slice)
+        states = parser_state.parse_conf.states
+        match = self.regex.match
+        keywords = self.keywords
+        pos, line, line_start, end_of_text = 0, 1, 0, len(text)
+        while pos < end_of_text:
+            m = match(text, pos)
+            if m is None:
+                raise UnexpectedCharacters(
+                    text, pos, line, pos - line_start + 1, state=parser_state
+                )
+            end = m.end()
+            group = m.lastindex or 0
+            value = m.group(group)
+            if group == 1 or group == 2:
+                newlines = value.count("\n")
+                if group == 1:
+                    if newlines:
+                        line += newlines
+                        line_start = text.rindex("\n", pos, end) + 1
+                    pos = end
+                    continue
+                tok = Token("STR", value, pos, line, pos - line_start + 1)
+                if newlines:
+                    line += newlines
+                    line_start = text.rindex("\n", pos, end) + 1
+            elif group == 3:
+                kind = keywords.get(value)
+                if kind is None or kind not in states[parser_state.position]:
+                    kind = "IDENT"
+                tok = Token(kind, value, pos, line, pos - line_start + 1)
+            else:
+                tok = Token(self.punctuation[value], value, pos, line, pos - line_start + 1)
+            lexer_state.last_token = tok
+            yield tok
+            pos = end
+
+
 @functools.cache
 def _lark_parser() -> Lark:
     grammar = (Path(__file__).parent / "grammar" / "schema.lark").read_text(encoding="utf-8")
-    return Lark(
-        grammar,
-        parser="lalr",
-        lexer="contextual",
-        maybe_placeholders=True,
-        cache=True,
-    )
+    return Lark(grammar, parser="lalr", lexer=_SchemaLexer, maybe_placeholders=True, cache=True)
 
 
 _ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", "0": "\0", "'": "'", '"': '"'}
@@ -1006,6 +1065,8 @@ def _syntax_error(src: _Source, text: str, e: UnexpectedInput) -> SchemaError:
             message += "; expected " + ", ".join(expected)
         return src.error(_Loc(line, column), message)
     if isinstance(e, UnexpectedCharacters):
+        if e.char == '"':
+            return src.error(_Loc(line, column), "unterminated string literal")
         return src.error(_Loc(line, column), f"unexpected character {e.char!r}")
     return src.error(_Loc(line, column), "syntax error")
 
@@ -1026,10 +1087,16 @@ def _describe_terminal(name: str) -> str:
     return f"`{pattern.value}`" if pattern.type == "str" else name
 
 
+@functools.cache
+def _keyword_words() -> frozenset[str]:
+    terminals = _lark_parser().terminals
+    return frozenset(t.pattern.value for t in terminals if t.pattern.type == "str")
+
+
 def _describe_token(tok: Token) -> str:
     if tok.type == "STR":
         return f"string {tok.value}"
-    if tok.type == "IDENT":
+    if tok.type == "IDENT" and tok.value not in _keyword_words():
         return f"name `{tok.value}`"
     return f"`{tok.value}`"
 
