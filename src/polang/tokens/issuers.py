@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import jwt
-from jwt.exceptions import PyJWKError
+from jwt.exceptions import PyJWTError
 
 from polang.errors import ConfigError
 from polang.tokens.http import FetchError, HttpFetcher, cache_control_max_age
@@ -125,7 +125,7 @@ def parse_jwks(doc: object, where: str) -> list[JsonWebKey]:
         )
         try:  # check the key material once, so a bad key fails at load, not per token
             jwt.PyJWK(entry.data)
-        except (PyJWKError, ValueError, TypeError, KeyError) as e:
+        except (PyJWTError, ValueError, TypeError, KeyError) as e:
             raise ValueError(f"{where}: keys[{i}] is not a valid {kty} key ({e})") from e
         keys.append(entry)
     return keys

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jwt
-from jwt.exceptions import InvalidTokenError, PyJWKError
+from jwt.exceptions import PyJWTError
 
 from polang.tokens.issuers import IssuerKeys, KeyLookupError
 from polang.tokens.model import TokenDrop
@@ -124,7 +124,7 @@ def verify_signature(decoded: DecodedJwt, issuer: IssuerKeys, allowed: tuple[str
                 algorithms=[alg],
                 options=_DECODE_OPTIONS,  # type: ignore[arg-type]
             )
-        except (InvalidTokenError, PyJWKError, ValueError, TypeError):
+        except (PyJWTError, ValueError, TypeError):
             continue
         return
     raise TokenDrop("signature", "the signature does not verify with the issuer's keys")
