@@ -1,0 +1,377 @@
+"""From a raw store to a :class:`PolicyStore`: parse every part, check the store's rules.
+
+The language modules parse; this module applies what only a *store* requires (ids on
+every policy, unique ids, templates that really are templates, declared links, entity
+limits, no duplicate entities or issuers) and wraps every error with its file and place.
+Policy validation against the schema is the engine's job (``ENGINE_STRICT_SCHEMA_VALIDATION``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from polang.config import Config
+from polang.errors import PolangError, PolicyParseError, SchemaError
+from polang.language.ast import Annotation, Policy, link_template
+from polang.language.entities import Entity, EntityStore, parse_entity, parse_legacy_entity
+from polang.language.parser import parse_entity_uid, parse_policies
+from polang.language.schema import Schema, parse_schema, parse_schema_json
+from polang.language.values import EntityUID
+from polang.store.errors import Problems, strip_position_prefix
+from polang.store.fields import Checker, jpath
+from polang.store.issuers import parse_issuer_map
+from polang.store.model import PolicyStore, TemplateLink, TrustedIssuerConfig
+from polang.store.raw import PolicyPart, RawStore, TextPart, load_json
+
+LINK_FIELDS = ("template_id", "link_id", "principal", "resource")
+
+
+def _where(part: TextPart, line: int | None, column: int | None) -> str | None:
+    pos = f"{line}:{column}" if line else None
+    if part.location:
+        return f"{part.location} (text {pos})" if pos else part.location
+    return pos
+
+
+def parse_store_schema(raw: RawStore, problems: Problems) -> Schema | None:
+    part = raw.schema
+    if part is None:
+        return None
+    try:
+        if raw.schema_format == "polang-json":
+            data = load_json(
+                part.text, file=part.file, problems=problems, location=part.location or "$"
+            )
+            if data is None:
+                return None
+            return parse_schema_json(data, filename=part.parse_name)
+        return parse_schema(part.text, filename=part.parse_name)
+    except SchemaError as e:
+        loc = _where(part, e.line, e.column)
+        if e.path:
+            loc = f"{loc} {e.path}" if loc else e.path
+        problems.add("schema", part.file, strip_position_prefix(str(e), e.filename), loc)
+    except PolangError as e:
+        problems.add("schema", part.file, str(e), part.location)
+    return None
+
+
+class _Ids:
+    """Every policy, template and link id with where it was declared (one id space)."""
+
+    def __init__(self, problems: Problems) -> None:
+        self.problems = problems
+        self.where: dict[str, str] = {}
+
+    def claim(self, pid: str, file: str, location: str | None, what: str) -> bool:
+        here = f"{file}:{location}" if location and location[:1].isdigit() else file
+        if location and not location[:1].isdigit():
+            here = f"{file} {location}"
+        prior = self.where.get(pid)
+        if prior is not None:
+            self.problems.add(
+                "duplicate_id",
+                file,
+                f"{what} id {pid!r} is already used (first in {prior}; duplicate in {here})",
+                location,
+            )
+            return False
+        self.where[pid] = here
+        return True
+
+
+def _with_id(policy: Policy, pid: str) -> Policy:
+    """The policy with ``@id`` equal to ``pid`` (added, or replaced for a link)."""
+    if policy.policy_id == pid:
+        return policy
+    rest = tuple(a for a in policy.annotations if a.key != "id")
+    return replace(policy, annotations=(Annotation("id", pid), *rest))
+
+
+def _parse_policy_part(
+    part: PolicyPart,
+    ids: _Ids,
+    problems: Problems,
+    policies: dict[str, Policy],
+    templates: dict[str, Policy],
+    origins: dict[str, str],
+) -> None:
+    try:
+        parsed = parse_policies(part.text, filename=part.parse_name)
+    except PolicyParseError as e:
+        problems.add(
+            "policy_syntax",
+            part.file,
+            strip_position_prefix(str(e), e.filename),
+            _where(part, e.line, e.column),
+        )
+        return
+    except PolangError as e:
+        problems.add("policy_syntax", part.file, str(e), part.location)
+        return
+    origin = f"{part.file} {part.location}" if part.location else part.file
+
+    if part.role == "legacy":
+        key = part.expected_id or ""
+        if len(parsed) != 1:
+            problems.add(
+                "policy_syntax",
+                part.file,
+                f"a policy record must hold exactly one policy or template, found {len(parsed)}",
+                part.location,
+            )
+            return
+        policy = parsed[0]
+        declared = policy.policy_id
+        if declared is not None and declared != key:
+            problems.add(
+                "id_mismatch",
+                part.file,
+                f"@id({declared!r}) differs from the record's key {key!r}",
+                part.location,
+            )
+            return
+        if not ids.claim(key, part.file, part.location, "policy"):
+            return
+        target = templates if policy.is_template else policies
+        target[key] = _with_id(policy, key)
+        origins[key] = origin
+        return
+
+    for policy in parsed:
+        loc = _where(part, policy.span.line, policy.span.column)
+        kind = "template" if part.role == "templates" else "policy"
+        pid = policy.policy_id
+        if pid is None or not pid.strip():
+            problems.add(
+                "missing_id",
+                part.file,
+                f'every {kind} needs an @id("...") annotation'
+                + (" with a non-empty value" if pid is not None else ""),
+                loc,
+            )
+            continue
+        if part.role == "policies" and policy.is_template:
+            problems.add(
+                "template",
+                part.file,
+                f"{pid!r} uses template slots ({', '.join(policy.slots)}): "
+                "templates belong in templates/",
+                loc,
+            )
+            continue
+        if part.role == "templates" and not policy.is_template:
+            problems.add(
+                "template",
+                part.file,
+                f"template {pid!r} must use the slot ?principal and/or ?resource",
+                loc,
+            )
+            continue
+        if not ids.claim(pid, part.file, loc, kind):
+            continue
+        (templates if part.role == "templates" else policies)[pid] = policy
+        origins[pid] = part.file
+
+
+def _entity_ref(value: object, ck: Checker, path: str) -> EntityUID | None:
+    if isinstance(value, str):
+        try:
+            return parse_entity_uid(value)
+        except PolangError as e:
+            ck.add("template_link", path, f"not an entity reference: {e}")
+            return None
+    if isinstance(value, Mapping) and set(value) == {"__entity"}:
+        value = value["__entity"]
+    if (
+        isinstance(value, Mapping)
+        and set(value) == {"type", "id"}
+        and isinstance(value["type"], str)
+        and isinstance(value["id"], str)
+        and value["type"]
+    ):
+        return EntityUID(value["type"], value["id"])
+    ck.add(
+        "template_link",
+        path,
+        f'must be an entity reference ({{"type", "id"}} or \'Type::"id"\'), got {value!r}',
+    )
+    return None
+
+
+def _links(
+    raw: RawStore,
+    templates: dict[str, Policy],
+    ids: _Ids,
+    problems: Problems,
+) -> tuple[dict[str, TemplateLink], dict[str, Policy]]:
+    links: dict[str, TemplateLink] = {}
+    linked: dict[str, Policy] = {}
+    for part in raw.links:
+        ck = Checker(problems, part.file)
+        if not isinstance(part.data, list):
+            ck.add(
+                "template_link",
+                "$",
+                "templates/links.json must be an array of "
+                '{"template_id", "link_id", "principal"?, "resource"?}',
+            )
+            continue
+        for i, item in enumerate(part.data):
+            p = jpath("$", i)
+            before = len(problems)
+            rec = ck.obj(item, p, "a link object")
+            if rec is None:
+                continue
+            ck.known(rec, p, LINK_FIELDS)
+            tid = ck.string(rec, "template_id", p, required=True)
+            lid = ck.string(rec, "link_id", p, required=True)
+            principal = (
+                _entity_ref(rec["principal"], ck, jpath(p, "principal"))
+                if "principal" in rec
+                else None
+            )
+            resource = (
+                _entity_ref(rec["resource"], ck, jpath(p, "resource"))
+                if "resource" in rec
+                else None
+            )
+            if len(problems) > before or tid is None or lid is None:
+                continue
+            template = templates.get(tid)
+            if template is None:
+                ck.add("template_link", jpath(p, "template_id"), f"no template with id {tid!r}")
+                continue
+            slots = set(template.slots)
+            given = {s for s, v in (("?principal", principal), ("?resource", resource)) if v}
+            if slots != given:
+                ck.add(
+                    "template_link",
+                    p,
+                    f"template {tid!r} has slots {sorted(slots)}; the link fills {sorted(given)}",
+                )
+                continue
+            if not ids.claim(lid, part.file, p, "link"):
+                continue
+            try:
+                policy = link_template(template, principal=principal, resource=resource)
+            except ValueError as e:  # the slot check above makes this unreachable in practice
+                ck.add("template_link", p, str(e))
+                continue
+            links[lid] = TemplateLink(lid, tid, principal, resource)
+            linked[lid] = _with_id(policy, lid)
+    return links, linked
+
+
+def _entities(
+    raw: RawStore, schema: Schema | None, config: Config, problems: Problems
+) -> EntityStore:
+    store = EntityStore()
+    limit = config.max_default_entities
+    if limit and len(raw.entities) > limit:
+        first = raw.entities[limit]
+        problems.add(
+            "limit",
+            first.file,
+            f"{len(raw.entities)} default entities exceed ENGINE_MAX_DEFAULT_ENTITIES ({limit})",
+        )
+        return store
+    legacy_ok = raw.format in ("legacy-json", "legacy-yaml")
+    seen: dict[EntityUID, str] = {}
+    for part in raw.entities:
+        data: Any = part.data
+        entity: Entity
+        try:
+            if isinstance(data, Mapping) and "uid" not in data and "entity_type" in data:
+                if not legacy_ok:
+                    problems.add(
+                        "entity",
+                        part.file,
+                        "entity files use the form {uid: {type, id}, attrs, parents}; "
+                        "the legacy {entity_type, entity_id, ...} form is only read from "
+                        "legacy stores",
+                        part.location,
+                    )
+                    continue
+                entity = parse_legacy_entity(data, schema, path=part.location)
+            else:
+                entity = parse_entity(data, schema, path=part.location)
+        except PolangError as e:
+            loc = getattr(e, "path", None) or part.location
+            problems.add("entity", part.file, str(e), loc)
+            continue
+        where = f"{part.file} {part.location}"
+        if entity.uid in seen:
+            problems.add(
+                "entity",
+                part.file,
+                f"entity {entity.uid} is defined twice (first in {seen[entity.uid]})",
+                part.location,
+            )
+            continue
+        seen[entity.uid] = where
+        store.add(entity)
+    return store
+
+
+def _issuers(raw: RawStore, problems: Problems) -> dict[str, TrustedIssuerConfig]:
+    out: dict[str, TrustedIssuerConfig] = {}
+    where: dict[str, str] = {}
+    for part in raw.issuers:
+        data = part.data
+        if isinstance(data, Mapping):
+            for iid in data:
+                if str(iid) in where:
+                    problems.add(
+                        "issuer",
+                        part.file,
+                        f"issuer id {iid!r} is defined twice (first in {where[str(iid)]})",
+                        jpath(part.location, str(iid)),
+                    )
+        parsed = parse_issuer_map(data, file=part.file, path=part.location, problems=problems)
+        for iid, issuer in parsed.items():
+            if iid not in where:
+                where[iid] = part.file
+                out[iid] = issuer
+    return out
+
+
+def build_store(raw: RawStore, config: Config, problems: Problems) -> PolicyStore:
+    """Parse and check everything; raises ``PolicyStoreLoadError`` listing every problem."""
+    schema = parse_store_schema(raw, problems)
+    ids = _Ids(problems)
+    policies: dict[str, Policy] = {}
+    templates: dict[str, Policy] = {}
+    origins: dict[str, str] = {}
+    for part in raw.policies:
+        _parse_policy_part(part, ids, problems, policies, templates, origins)
+    links, linked = _links(raw, templates, ids, problems)
+    entities = _entities(raw, schema, config, problems) if schema is not None else EntityStore()
+    issuers = _issuers(raw, problems)
+    problems.raise_if_any()
+    if schema is None or raw.schema is None or raw.id is None:  # a reader always reports why
+        problems.fail("missing_file", "", "the store has no schema or no id")
+    return PolicyStore(
+        id=raw.id,
+        name=raw.name or raw.id,
+        description=raw.description,
+        version=raw.version,
+        polang_version=raw.polang_version,
+        created_date=raw.created_date,
+        updated_date=raw.updated_date,
+        schema=schema,
+        schema_text=raw.schema.text,
+        schema_format=raw.schema_format,
+        policies=policies,
+        templates=templates,
+        links=links,
+        linked_policies=linked,
+        trusted_issuers=issuers,
+        default_entities=entities,
+        policy_origins=origins,
+        format=raw.format,
+        source=raw.source,
+        digest=raw.digest,
+    )

@@ -1,0 +1,118 @@
+"""``polang store ...``: validate, pack and convert policy stores from the shell.
+
+Exit status: 0 valid / written, 1 the store has problems (every one is printed), 2 bad
+usage or configuration (the CLI's common handler).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from polang.config import Config
+
+
+def _config(args: argparse.Namespace) -> Config:
+    base = Config.from_file(args.config) if getattr(args, "config", None) else None
+    cfg = Config.from_env(base=base)
+    if getattr(args, "store_id", None):
+        cfg = cfg.replace(policy_store_id=args.store_id)
+    if getattr(args, "no_checksum", False):
+        cfg = cfg.replace(policy_store_validate_checksum=False)
+    return cfg
+
+
+def _store_config(args: argparse.Namespace) -> Config:
+    # the store named on the command line replaces any source named by the environment
+    cfg = _config(args)
+    return cfg.replace(policy_store_local_fn=None, policy_store_uri=None, policy_store_local=None)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from polang.store.tools import validate_store
+
+    strict = False if args.no_strict else None
+    report = validate_store(args.source, _store_config(args), strict=strict)
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+        return 0 if report["valid"] else 1
+    if report["problems"]:
+        print(f"{report['source']}: {len(report['problems'])} problem(s)")
+        for p in report["problems"]:
+            where = p["file"] or "<store>"
+            if p["location"]:
+                where += (":" if str(p["location"])[:1].isdigit() else " at ") + p["location"]
+            print(f"  {where}: {p['message']} [{p['kind']}]")
+        return 1
+    summary: dict[str, Any] = report["summary"]
+    if report["validation_errors"]:
+        print(f"{report['source']}: {len(report['validation_errors'])} validation error(s)")
+        for v in report["validation_errors"]:
+            print(f"  {v}")
+        return 1
+    print(
+        f"{report['source']}: valid store {summary['id']!r}"
+        + (f" version {summary['version']}" if summary.get("version") else "")
+    )
+    for key in ("policies", "templates", "template_links", "entities", "trusted_issuers"):
+        print(f"  {key.replace('_', ' ')}: {summary[key]}")
+    return 0
+
+
+def cmd_pack(args: argparse.Namespace) -> int:
+    from polang.store.tools import pack_store
+
+    summary = pack_store(args.directory, args.output, _store_config(args))
+    print(f"wrote {summary['archive']} ({summary['files']} files, store {summary['id']!r})")
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from polang.store.tools import convert_legacy
+
+    summary = convert_legacy(args.legacy, args.output, _store_config(args))
+    print(
+        f"wrote {summary['directory']}: {summary['policies']} policies, "
+        f"{summary['templates']} templates, {summary['entities']} entities, "
+        f"{summary['trusted_issuers']} trusted issuers"
+    )
+    if "note" in summary:
+        print(f"note: {summary['note']}", file=sys.stderr)
+    return 0
+
+
+def add_cli_commands(subparsers: Any) -> None:
+    """Register ``polang store validate|pack|convert`` on the main parser's subparsers."""
+    store = subparsers.add_parser("store", help="validate, pack and convert policy stores")
+    sub = store.add_subparsers(dest="store_command", required=True, metavar="STORE_COMMAND")
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", help="a JSON/YAML file of ENGINE_* settings")
+        p.add_argument(
+            "--no-checksum",
+            action="store_true",
+            help="skip manifest checksums (ENGINE_POLICY_STORE_VALIDATE_CHECKSUM=disabled)",
+        )
+
+    p = sub.add_parser("validate", help="load a store and print a summary or every problem")
+    p.add_argument("source", help="directory, .parc, .json, .yaml/.yml or http(s) URL")
+    p.add_argument("--store-id", help="store of a multi-store legacy file")
+    p.add_argument("--no-strict", action="store_true", help="skip strict schema validation")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    common(p)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("pack", help="write a directory store as a .parc archive")
+    p.add_argument("directory", help="the directory store")
+    p.add_argument("-o", "--output", required=True, help="the .parc file to write")
+    common(p)
+    p.set_defaults(func=cmd_pack)
+
+    p = sub.add_parser("convert", help="convert a legacy JSON/YAML store to a directory store")
+    p.add_argument("legacy", help="the legacy .json / .yaml file")
+    p.add_argument("-o", "--output", required=True, help="the directory to create")
+    p.add_argument("--store-id", help="store of a multi-store legacy file")
+    common(p)
+    p.set_defaults(func=cmd_convert)

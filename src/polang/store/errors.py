@@ -1,0 +1,126 @@
+"""Store problems: every rule a store breaks, collected, then raised as one error.
+
+A store is loaded completely or not at all, so the loader does not stop at the first
+problem: it gathers every problem it can find (a user fixing a store wants the full list)
+and raises one :class:`PolicyStoreLoadError` at the end. Each problem names the file, the
+place inside it (``line:col`` or a JSON path) and a stable ``kind`` that tests and tools
+can rely on.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import NoReturn
+
+from polang.errors import PolicyStoreError
+
+#: Every problem kind, with what it means (documentation and a guard against typos).
+KINDS: dict[str, str] = {
+    "source": "the store cannot be located or read (missing path, unknown extension)",
+    "fetch": "fetching the store over HTTP failed (status, timeout, connection, size)",
+    "missing_file": "a required file or directory of the store is absent",
+    "unexpected_file": "a file that has no place in the store layout",
+    "encoding": "a file is not UTF-8 text",
+    "json_syntax": "a file is not valid JSON",
+    "yaml_syntax": "a file is not valid YAML",
+    "missing_field": "a required field is absent",
+    "unknown_field": "a field the format does not define",
+    "invalid_field": "a field has the wrong type or form",
+    "deprecated_field": "a field that was renamed (its new name is in the message)",
+    "base64": "a Base64 string does not decode",
+    "limit": "a configured or built-in limit was exceeded",
+    "schema": "the schema does not parse",
+    "policy_syntax": "a policy or template does not parse",
+    "missing_id": "a policy or template has no @id annotation",
+    "duplicate_id": "two policies, templates or links share an id",
+    "id_mismatch": "an @id annotation differs from the id its record is stored under",
+    "template": "a template rule is broken (no slot, template among policies)",
+    "template_link": "a template link is malformed or does not fit its template",
+    "entity": "an entity does not parse or conflicts with another",
+    "issuer": "a trusted issuer record is invalid",
+    "manifest": "manifest.json does not match the files (checksum, size, id, file list)",
+    "archive": "the archive is not a ZIP or is unsafe (paths, links, size, entries)",
+    "store_selection": "the legacy file holds no store with the requested id, or several",
+}
+
+
+@dataclass(frozen=True)
+class StoreProblem:
+    """One broken rule: ``kind`` (see :data:`KINDS`), ``file``, ``location``, ``message``."""
+
+    kind: str
+    file: str
+    message: str
+    location: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise AssertionError(f"unknown store problem kind {self.kind!r}")
+
+    def __str__(self) -> str:
+        where = self.file or "<store>"
+        if self.location:
+            sep = ":" if self.location[:1].isdigit() else " at "
+            where = f"{where}{sep}{self.location}"
+        return f"{where}: {self.message} [{self.kind}]"
+
+
+class PolicyStoreLoadError(PolicyStoreError):
+    """The store was rejected; ``problems`` lists every problem found."""
+
+    def __init__(self, source: str, problems: list[StoreProblem]) -> None:
+        self.source = source
+        self.problems = list(problems)
+        n = len(self.problems)
+        head = f"policy store {source} rejected: {n} problem{'s' if n != 1 else ''}"
+        super().__init__(head + "".join(f"\n  {p}" for p in self.problems))
+
+    @property
+    def kind(self) -> str:
+        """The first problem's kind (convenient when there is only one)."""
+        return self.problems[0].kind if self.problems else "source"
+
+    @property
+    def file(self) -> str:
+        return self.problems[0].file if self.problems else ""
+
+    @property
+    def kinds(self) -> list[str]:
+        return [p.kind for p in self.problems]
+
+
+@dataclass
+class Problems:
+    """Collects problems while a store is read; :meth:`raise_if_any` rejects the store."""
+
+    source: str
+    items: list[StoreProblem] = field(default_factory=list)
+
+    def add(self, kind: str, file: str, message: str, location: str | None = None) -> None:
+        self.items.append(StoreProblem(kind, file, message, location))
+
+    def fail(self, kind: str, file: str, message: str, location: str | None = None) -> NoReturn:
+        """Add a problem and stop now (when nothing after it could be checked)."""
+        self.add(kind, file, message, location)
+        raise PolicyStoreLoadError(self.source, self.items)
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise PolicyStoreLoadError(self.source, self.items)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def strip_position_prefix(message: str, filename: str | None) -> str:
+    """Drop a leading ``file:line:col:`` that a wrapped error already put in its message."""
+    if filename:
+        pat = re.compile(re.escape(filename) + r"(:\d+)?(:\d+)?:\s*")
+        m = pat.match(message)
+        if m:
+            return message[m.end() :]
+    return message

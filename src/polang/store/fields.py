@@ -1,0 +1,183 @@
+"""Small helpers for checking JSON records field by field, reporting JSON paths."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from polang.store.errors import Problems
+
+_IDENT_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def jpath(base: str, key: str | int) -> str:
+    """Extend a JSON path (``$.a.b``, ``$.a["odd key"]``, ``$.a[0]``)."""
+    if isinstance(key, int):
+        return f"{base}[{key}]"
+    if _IDENT_KEY.match(key):
+        return f"{base}.{key}"
+    return base + "[" + _quote(key) + "]"
+
+
+def _quote(s: str) -> str:
+    import json
+
+    return json.dumps(s, ensure_ascii=False)
+
+
+def type_word(value: object) -> str:
+    """The JSON name of a value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
+
+
+@dataclass
+class Checker:
+    """Field checks on one file: every problem goes to ``problems`` naming ``file``."""
+
+    problems: Problems
+    file: str
+
+    def add(self, kind: str, path: str, message: str) -> None:
+        self.problems.add(kind, self.file, message, path)
+
+    def obj(self, value: object, path: str, what: str = "an object") -> Mapping[str, Any] | None:
+        if isinstance(value, Mapping):
+            return value
+        self.add("invalid_field", path, f"must be {what}, got {type_word(value)}")
+        return None
+
+    def known(
+        self,
+        record: Mapping[str, Any],
+        path: str,
+        allowed: Iterable[str],
+        renamed: Mapping[str, str] | None = None,
+    ) -> None:
+        """Report unknown keys (with a suggestion) and renamed ones (naming the new key)."""
+        allowed = list(allowed)
+        for key in record:
+            if key in allowed:
+                continue
+            if renamed and key in renamed:
+                self.add(
+                    "deprecated_field",
+                    jpath(path, key),
+                    f"{key!r} is no longer accepted: it was renamed {renamed[key]!r}",
+                )
+                continue
+            close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            self.add(
+                "unknown_field",
+                jpath(path, str(key)),
+                f"unknown field {key!r}{hint}; allowed: {', '.join(allowed)}",
+            )
+
+    def string(
+        self,
+        record: Mapping[str, Any],
+        key: str,
+        path: str,
+        *,
+        required: bool = False,
+        non_empty: bool = True,
+    ) -> str | None:
+        if key not in record or record[key] is None:
+            if required:
+                self.add("missing_field", jpath(path, key), f"required field {key!r} is missing")
+            return None
+        value = record[key]
+        if not isinstance(value, str):
+            self.add("invalid_field", jpath(path, key), f"must be a string, got {type_word(value)}")
+            return None
+        if non_empty and not value.strip():
+            self.add("invalid_field", jpath(path, key), "must not be empty")
+            return None
+        return value
+
+    def string_list(self, record: Mapping[str, Any], key: str, path: str) -> tuple[str, ...] | None:
+        if key not in record or record[key] is None:
+            return None
+        value = record[key]
+        p = jpath(path, key)
+        if not isinstance(value, list):
+            self.add("invalid_field", p, f"must be an array of strings, got {type_word(value)}")
+            return None
+        out: list[str] = []
+        for i, item in enumerate(value):
+            if not isinstance(item, str) or not item:
+                self.add(
+                    "invalid_field",
+                    jpath(p, i),
+                    f"must be a non-empty string, got {type_word(item)}",
+                )
+                continue
+            out.append(item)
+        return tuple(out)
+
+    def boolean(self, record: Mapping[str, Any], key: str, path: str) -> bool | None:
+        if key not in record or record[key] is None:
+            return None
+        value = record[key]
+        if not isinstance(value, bool):
+            self.add("invalid_field", jpath(path, key), f"must be true or false, got {value!r}")
+            return None
+        return value
+
+
+_VERSION = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
+_ISO_UTC = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-]00:?00)$"
+)
+_LEGACY_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,6})?$")
+
+
+def is_version(value: str, *, v_prefix: bool = False) -> bool:
+    """``X.Y.Z`` (``v`` optional in front when ``v_prefix``)."""
+    if v_prefix and value[:1] in ("v", "V"):
+        value = value[1:]
+    return bool(_VERSION.match(value))
+
+
+def parse_utc(value: str) -> datetime | None:
+    """An ISO 8601 UTC timestamp (``Z`` or ``+00:00``), else ``None``."""
+    m = _ISO_UTC.match(value)
+    if not m:
+        return None
+    y, mo, d, h, mi, s = (int(m.group(i)) for i in range(1, 7))
+    frac = m.group(7) or ""
+    micro = int((frac[1:] + "000000")[:6]) if frac else 0
+    try:
+        return datetime(y, mo, d, h, mi, s, micro, tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def parse_legacy_date(value: str) -> datetime | None:
+    """``YYYY-MM-DDTHH:MM:SS.ssssss`` (the legacy policy record's ``creation_date``)."""
+    m = _LEGACY_DATE.match(value)
+    if not m:
+        return None
+    y, mo, d, h, mi, s = (int(m.group(i)) for i in range(1, 7))
+    frac = m.group(7) or ""
+    micro = int((frac[1:] + "000000")[:6]) if frac else 0
+    try:
+        return datetime(y, mo, d, h, mi, s, micro)
+    except ValueError:
+        return None

@@ -1,0 +1,307 @@
+"""Trusted issuer records: checked field by field into :class:`TrustedIssuerConfig`.
+
+Issuer records decide whose tokens are believed, so a typo here is a security problem:
+unknown fields are errors (not ignored), endpoints must be HTTPS and every regex must
+compile when the store loads rather than when the first token arrives.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+from polang.store.errors import Problems
+from polang.store.fields import Checker, jpath, type_word
+from polang.store.model import (
+    DEFAULT_TOKEN_ENTITY_TYPES,
+    ClaimMapping,
+    RegexGroupMapping,
+    RegexValueType,
+    TokenMetadata,
+    TrustedIssuerConfig,
+)
+
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+NAMESPACE_RE = re.compile(rf"^{_IDENT}(::{_IDENT})*$")
+QUALIFIED_TYPE_RE = re.compile(rf"^{_IDENT}(::{_IDENT})+$")
+
+ISSUER_FIELDS = ("name", "description", "openid_configuration_endpoint", "token_metadata")
+TOKEN_FIELDS = (
+    "trusted",
+    "entity_type_name",
+    "token_id",
+    "user_id",
+    "workload_id",
+    "role_mapping",
+    "principal_mapping",
+    "required_claims",
+    "claim_mapping",
+)
+REGEX_VALUE_TYPES: tuple[str, ...] = ("String", "Number", "Boolean")
+# `(?<name>...)` (the other engines' spelling) -> `(?P<name>...)`; lookbehinds untouched.
+_NAMED_GROUP = re.compile(r"(?<!\\)\(\?<(?![=!])")
+
+
+def compile_claim_regex(expression: str) -> re.Pattern[str]:
+    """Compile a ``regex_expression``; raises ``re.error``.
+
+    Under ``(?x)`` an unescaped ``#`` starts a comment, so a literal ``#`` must be written
+    ``\\#`` (Python's verbose mode already reads ``\\#`` as a literal ``#``).
+    """
+    return re.compile(_NAMED_GROUP.sub("(?P<", expression))
+
+
+def parse_trusted_issuer(
+    issuer_id: str, record: object, *, file: str, path: str, problems: Problems
+) -> TrustedIssuerConfig | None:
+    """Check one issuer record; ``None`` (with problems added) when it is invalid."""
+    ck = Checker(problems, file)
+    before = len(problems)
+    if not issuer_id.strip():
+        ck.add("issuer", path, "the issuer id must not be empty")
+    rec = ck.obj(record, path, "an issuer object")
+    if rec is None:
+        return None
+    ck.known(rec, path, ISSUER_FIELDS, renamed={"tokens_metadata": "token_metadata"})
+    name = ck.string(rec, "name", path, required=True)
+    if name is not None and not NAMESPACE_RE.match(name):
+        ck.add(
+            "issuer",
+            jpath(path, "name"),
+            f"issuer name {name!r} must be a namespace name (identifiers joined by '::'): "
+            "it names the issuer's TrustedIssuer namespace",
+        )
+    description = ck.string(rec, "description", path, non_empty=False)
+    endpoint = ck.string(rec, "openid_configuration_endpoint", path, required=True)
+    if endpoint is not None:
+        parts = urlsplit(endpoint)
+        if parts.scheme.lower() != "https" or not parts.hostname:
+            ck.add(
+                "issuer",
+                jpath(path, "openid_configuration_endpoint"),
+                f"must be an https:// URL with a host, got {endpoint!r}",
+            )
+        elif parts.fragment or parts.username or parts.password:
+            ck.add(
+                "issuer",
+                jpath(path, "openid_configuration_endpoint"),
+                "must not carry credentials or a fragment",
+            )
+    tokens: dict[str, TokenMetadata] = {}
+    raw_tokens = rec.get("token_metadata")
+    if raw_tokens is not None:
+        tpath = jpath(path, "token_metadata")
+        tm_obj = ck.obj(raw_tokens, tpath, "an object mapping token names to token metadata")
+        if tm_obj is not None:
+            seen_types: dict[str, str] = {}
+            for token_name, tm in tm_obj.items():
+                parsed = _parse_token_metadata(str(token_name), tm, ck, jpath(tpath, token_name))
+                if parsed is None:
+                    continue
+                other = seen_types.get(parsed.entity_type_name)
+                if other is not None:
+                    ck.add(
+                        "issuer",
+                        jpath(tpath, token_name),
+                        f"entity_type_name {parsed.entity_type_name!r} is already used by "
+                        f"token {other!r} of this issuer",
+                    )
+                    continue
+                seen_types[parsed.entity_type_name] = parsed.name
+                tokens[parsed.name] = parsed
+    if len(problems) > before or name is None or endpoint is None:
+        return None
+    return TrustedIssuerConfig(
+        id=issuer_id,
+        name=name,
+        openid_configuration_endpoint=endpoint,
+        description=description,
+        token_metadata=tokens,
+        record=dict(rec),
+    )
+
+
+def _parse_token_metadata(
+    token_name: str, value: object, ck: Checker, path: str
+) -> TokenMetadata | None:
+    before = len(ck.problems)
+    if not token_name.strip():
+        ck.add("issuer", path, "token names must not be empty")
+    rec = ck.obj(value, path, "a token metadata object")
+    if rec is None:
+        return None
+    ck.known(rec, path, TOKEN_FIELDS)
+    trusted = ck.boolean(rec, "trusted", path)
+    etn = ck.string(rec, "entity_type_name", path)
+    if etn is None and "entity_type_name" not in rec:
+        etn = DEFAULT_TOKEN_ENTITY_TYPES.get(token_name)
+        if etn is None:
+            ck.add(
+                "missing_field",
+                jpath(path, "entity_type_name"),
+                f"token {token_name!r} needs 'entity_type_name' (only "
+                + ", ".join(DEFAULT_TOKEN_ENTITY_TYPES)
+                + " have a default)",
+            )
+    elif etn is not None and not QUALIFIED_TYPE_RE.match(etn):
+        ck.add(
+            "issuer",
+            jpath(path, "entity_type_name"),
+            f"must have the form <Namespace>::<Type>, got {etn!r}",
+        )
+    token_id = ck.string(rec, "token_id", path)
+    user_id = ck.string(rec, "user_id", path)
+    workload_id = ck.string(rec, "workload_id", path)
+
+    role_mapping: tuple[str, ...] = ("role",)
+    role_set = "role_mapping" in rec and rec["role_mapping"] is not None
+    if role_set:
+        rm = rec["role_mapping"]
+        rpath = jpath(path, "role_mapping")
+        if isinstance(rm, str):
+            role_mapping = (rm,) if rm else ()
+        elif isinstance(rm, list) and all(isinstance(x, str) and x for x in rm):
+            role_mapping = tuple(cast(list[str], rm))
+        else:
+            ck.add(
+                "invalid_field",
+                rpath,
+                f'must be a claim name, "" (off) or an array of claim names, got {rm!r}',
+            )
+    principal_mapping = ck.string_list(rec, "principal_mapping", path) or ()
+    for i, t in enumerate(principal_mapping):
+        if not QUALIFIED_TYPE_RE.match(t):
+            ck.add(
+                "issuer",
+                jpath(jpath(path, "principal_mapping"), i),
+                f"must be an entity type name <Namespace>::<Type>, got {t!r}",
+            )
+    required_claims = ck.string_list(rec, "required_claims", path) or ()
+
+    claim_mapping: dict[str, ClaimMapping] = {}
+    if rec.get("claim_mapping") is not None:
+        cpath = jpath(path, "claim_mapping")
+        cm = ck.obj(rec["claim_mapping"], cpath, "an object mapping claim names to mappings")
+        if cm is not None:
+            for claim, mapping in cm.items():
+                parsed = _parse_claim_mapping(mapping, ck, jpath(cpath, str(claim)))
+                if parsed is not None:
+                    claim_mapping[str(claim)] = parsed
+
+    if len(ck.problems) > before or etn is None:
+        return None
+    return TokenMetadata(
+        name=token_name,
+        entity_type_name=etn,
+        trusted=True if trusted is None else trusted,
+        token_id=token_id or "jti",
+        user_id=user_id or "sub",
+        workload_id=workload_id or "aud",
+        role_mapping=role_mapping,
+        role_mapping_explicit=role_set,
+        principal_mapping=principal_mapping,
+        required_claims=required_claims,
+        claim_mapping=claim_mapping,
+    )
+
+
+def _parse_claim_mapping(value: object, ck: Checker, path: str) -> ClaimMapping | None:
+    before = len(ck.problems)
+    rec = ck.obj(value, path, "a claim mapping object")
+    if rec is None:
+        return None
+    parser = ck.string(rec, "parser", path, required=True)
+    type_name = ck.string(rec, "type", path, required=True)
+    if type_name is not None and not QUALIFIED_TYPE_RE.match(type_name):
+        ck.add(
+            "issuer",
+            jpath(path, "type"),
+            f"must be a schema type name <Namespace>::<Type>, got {type_name!r}",
+        )
+    if parser is None:
+        return None
+    if parser == "json":
+        ck.known(rec, path, ("parser", "type"))
+        if len(ck.problems) > before or type_name is None:
+            return None
+        return ClaimMapping(parser="json", type=type_name)
+    if parser != "regex":
+        ck.add("issuer", jpath(path, "parser"), f"must be 'regex' or 'json', got {parser!r}")
+        return None
+    expr = ck.string(rec, "regex_expression", path, required=True)
+    if expr is None:
+        return None
+    try:
+        pattern = compile_claim_regex(expr)
+    except re.error as e:
+        hint = ""
+        if "(?x)" in expr and "#" in expr:
+            hint = " (under (?x) a literal '#' must be written '\\#')"
+        ck.add("issuer", jpath(path, "regex_expression"), f"invalid regex: {e}{hint}")
+        return None
+    group_names = set(pattern.groupindex)
+    groups: dict[str, RegexGroupMapping] = {}
+    for key, spec in rec.items():
+        if key in ("parser", "type", "regex_expression"):
+            continue
+        gpath = jpath(path, str(key))
+        if key not in group_names:
+            ck.add(
+                "issuer",
+                gpath,
+                f"{key!r} is not a named group of regex_expression (groups: "
+                + (", ".join(sorted(group_names)) or "none")
+                + ")",
+            )
+            continue
+        g = ck.obj(spec, gpath, "an object {attr, type}")
+        if g is None:
+            continue
+        ck.known(g, gpath, ("attr", "type"))
+        attr = ck.string(g, "attr", gpath, required=True)
+        vtype: Any = g.get("type")
+        if vtype not in REGEX_VALUE_TYPES:
+            ck.add(
+                "issuer",
+                jpath(gpath, "type"),
+                f"must be one of {', '.join(REGEX_VALUE_TYPES)}, got "
+                + (repr(vtype) if vtype is not None else type_word(vtype)),
+            )
+            continue
+        if attr is not None:
+            groups[str(key)] = RegexGroupMapping(attr=attr, type=cast(RegexValueType, vtype))
+    for g_name in sorted(group_names - set(rec)):
+        ck.add(
+            "issuer",
+            jpath(path, g_name),
+            f'named group {g_name!r} has no mapping (add "{g_name}": {{"attr", "type"}})',
+        )
+    if len(ck.problems) > before or type_name is None:
+        return None
+    return ClaimMapping(
+        parser="regex",
+        type=type_name,
+        regex_expression=expr,
+        pattern=pattern,
+        groups=groups,
+    )
+
+
+def parse_issuer_map(
+    data: object, *, file: str, path: str, problems: Problems
+) -> dict[str, TrustedIssuerConfig]:
+    """``{"<issuer_id>": record, ...}`` (an issuer file or a legacy ``trusted_issuers``)."""
+    ck = Checker(problems, file)
+    obj: Mapping[str, Any] | None = ck.obj(data, path, "an object mapping issuer ids to issuers")
+    out: dict[str, TrustedIssuerConfig] = {}
+    if obj is None:
+        return out
+    for issuer_id, record in obj.items():
+        parsed = parse_trusted_issuer(
+            str(issuer_id), record, file=file, path=jpath(path, str(issuer_id)), problems=problems
+        )
+        if parsed is not None:
+            out[str(issuer_id)] = parsed
+    return out

@@ -1,0 +1,328 @@
+"""The directory layout (shared by directories and ``.parc`` archives) and its manifest.
+
+Both sources reduce to the same thing, a map of relative paths to bytes, so the layout
+rules and the manifest check are written once. Files whose name (or a parent folder's)
+starts with ``.``, and ``__MACOSX/``, are tooling noise and are ignored everywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from polang.config import Config
+from polang.store.archive import MAX_ENTRIES, MAX_UNCOMPRESSED
+from polang.store.errors import Problems
+from polang.store.fields import Checker, is_version, jpath, parse_utc
+from polang.store.raw import JsonPart, PolicyPart, RawStore, TextPart, decode_text, load_json
+
+METADATA = "metadata.json"
+MANIFEST = "manifest.json"
+SCHEMA = "schema.polangschema"
+LINKS = "templates/links.json"
+POLICY_EXT = ".polang"
+
+METADATA_FIELDS = ("polang_version", "policy_store")
+STORE_FIELDS = ("id", "name", "description", "version", "created_date", "updated_date")
+MANIFEST_FIELDS = ("policy_store_id", "generated_date", "files")
+_CHECKSUM = re.compile(r"^sha256:([0-9a-fA-F]{64})$")
+
+LAYOUT_HELP = (
+    "metadata.json, manifest.json, schema.polangschema, policies/*.polang, "
+    "templates/*.polang, templates/links.json, entities/*.json, trusted-issuers/*.json"
+)
+
+
+def is_ignored(path: str) -> bool:
+    """Tooling noise that is not part of a store (dot files, macOS archive folders)."""
+    return any(p.startswith(".") or p == "__MACOSX" for p in path.split("/"))
+
+
+def read_directory(root: Path, *, problems: Problems) -> tuple[dict[str, bytes], set[str]]:
+    """Every store file under ``root`` (relative POSIX path -> bytes) and every folder."""
+    files: dict[str, bytes] = {}
+    dirs: set[str] = set()
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = Path(dirpath).relative_to(root).as_posix()
+        rel_dir = "" if rel_dir == "." else rel_dir
+        dirnames[:] = sorted(d for d in dirnames if not is_ignored(d))
+        for d in dirnames:
+            dirs.add(f"{rel_dir}/{d}" if rel_dir else d)
+        for name in sorted(filenames):
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            if is_ignored(rel):
+                continue
+            if len(files) >= MAX_ENTRIES:
+                problems.fail("limit", "", f"more than {MAX_ENTRIES} files in the store")
+            try:
+                content = (Path(dirpath) / name).read_bytes()
+            except OSError as e:
+                problems.add("source", rel, f"cannot read: {e.strerror or e}")
+                continue
+            total += len(content)
+            if total > MAX_UNCOMPRESSED:
+                problems.fail("limit", "", f"the store holds more than {MAX_UNCOMPRESSED} bytes")
+            files[rel] = content
+    return files, dirs
+
+
+def store_digest(files: Mapping[str, bytes]) -> str:
+    """One SHA-256 over every file's path and content (manifest excluded)."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        if name == MANIFEST:
+            continue
+        h.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    return h.hexdigest()
+
+
+def build_manifest(files: Mapping[str, bytes], store_id: str, generated: str) -> dict[str, Any]:
+    """A manifest listing exactly ``files`` (``manifest.json`` itself excluded)."""
+    return {
+        "policy_store_id": store_id,
+        "generated_date": generated,
+        "files": {
+            name: {
+                "size": len(files[name]),
+                "checksum": "sha256:" + hashlib.sha256(files[name]).hexdigest(),
+            }
+            for name in sorted(files)
+            if name != MANIFEST
+        },
+    }
+
+
+def read_layout(
+    files: Mapping[str, bytes],
+    dirs: set[str],
+    *,
+    fmt: str,
+    source: str,
+    config: Config,
+    problems: Problems,
+) -> RawStore:
+    """Check the layout rules and the manifest; gather every part for the builder."""
+    files = {k: v for k, v in files.items() if not is_ignored(k)}
+    dirs = {d for d in dirs if not is_ignored(d)}
+    raw = RawStore(
+        format="archive" if fmt == "archive" else "directory",
+        source=source,
+        digest=store_digest(files),
+    )
+
+    # metadata.json
+    if METADATA not in files:
+        nested = sorted(n for n in files if n.endswith("/" + METADATA))
+        hint = (
+            f" (found {nested[0]}: the store files must be at the "
+            f"{'archive' if fmt == 'archive' else 'directory'} root)"
+            if nested
+            else ""
+        )
+        problems.add("missing_file", METADATA, f"required file is missing{hint}")
+    else:
+        _read_metadata(files[METADATA], raw, problems)
+
+    if MANIFEST in files:
+        _check_manifest(files, raw.id, config, problems)
+
+    if SCHEMA not in files:
+        problems.add("missing_file", SCHEMA, "required file is missing (the schema, human form)")
+    else:
+        text = decode_text(files[SCHEMA], file=SCHEMA, problems=problems)
+        if text is not None:
+            raw.schema = TextPart(SCHEMA, text)
+            raw.schema_format = "polang"
+
+    if "policies" not in dirs:
+        problems.add("missing_file", "policies/", "required directory is missing")
+
+    for name in sorted(files):
+        if name in (METADATA, MANIFEST, SCHEMA):
+            continue
+        top = name.split("/", 1)[0]
+        if name == LINKS:
+            data = _json_file(files[name], name, problems)
+            if data is not None:
+                raw.links.append(JsonPart(name, "$", data))
+        elif top in ("policies", "templates") and "/" in name and name.endswith(POLICY_EXT):
+            text = decode_text(files[name], file=name, problems=problems)
+            if text is not None:
+                if top == "policies":
+                    raw.policies.append(PolicyPart(name, text, role="policies"))
+                else:
+                    raw.policies.append(PolicyPart(name, text, role="templates"))
+        elif top == "entities" and "/" in name and name.endswith(".json"):
+            data = _json_file(files[name], name, problems)
+            if data is None:
+                continue
+            if not isinstance(data, list):
+                problems.add(
+                    "invalid_field",
+                    name,
+                    "an entity file must be a JSON array of entity objects",
+                    "$",
+                )
+                continue
+            for i, item in enumerate(data):
+                raw.entities.append(JsonPart(name, jpath("$", i), item))
+        elif top == "trusted-issuers" and "/" in name and name.endswith(".json"):
+            data = _json_file(files[name], name, problems)
+            if data is None:
+                continue
+            if not isinstance(data, dict):
+                problems.add(
+                    "invalid_field",
+                    name,
+                    "an issuer file must be a JSON object mapping issuer ids to issuers",
+                    "$",
+                )
+                continue
+            raw.issuers.append(JsonPart(name, "$", data))
+            raw.issuer_records.update(data)
+        else:
+            problems.add(
+                "unexpected_file",
+                name,
+                f"this file has no place in a policy store (layout: {LAYOUT_HELP})",
+            )
+    return raw
+
+
+def _json_file(data: bytes, name: str, problems: Problems) -> Any:
+    text = decode_text(data, file=name, problems=problems)
+    if text is None:
+        return None
+    return load_json(text, file=name, problems=problems)
+
+
+def _read_metadata(data: bytes, raw: RawStore, problems: Problems) -> None:
+    meta = _json_file(data, METADATA, problems)
+    if meta is None:
+        return
+    ck = Checker(problems, METADATA)
+    rec = ck.obj(meta, "$")
+    if rec is None:
+        return
+    ck.known(rec, "$", METADATA_FIELDS)
+    pv = ck.string(rec, "polang_version", "$", required=True)
+    if pv is not None and not is_version(pv):
+        ck.add("invalid_field", "$.polang_version", f"must have the form X.Y.Z, got {pv!r}")
+    raw.polang_version = pv
+    if "policy_store" not in rec:
+        ck.add("missing_field", "$.policy_store", "required field 'policy_store' is missing")
+        return
+    ps = ck.obj(rec["policy_store"], "$.policy_store")
+    if ps is None:
+        return
+    p = "$.policy_store"
+    ck.known(ps, p, STORE_FIELDS)
+    raw.id = ck.string(ps, "id", p, required=True)
+    raw.name = ck.string(ps, "name", p, required=True)
+    raw.description = ck.string(ps, "description", p, non_empty=False)
+    version = ck.string(ps, "version", p, required=True)
+    if version is not None and not is_version(version):
+        ck.add("invalid_field", f"{p}.version", f"must have the form X.Y.Z, got {version!r}")
+    raw.version = version
+    for key in ("created_date", "updated_date"):
+        value = ck.string(ps, key, p, required=True)
+        if value is None:
+            continue
+        parsed = parse_utc(value)
+        if parsed is None:
+            ck.add(
+                "invalid_field",
+                f"{p}.{key}",
+                f"must be an ISO 8601 UTC timestamp (YYYY-MM-DDTHH:MM:SSZ), got {value!r}",
+            )
+        setattr(raw, key, parsed)
+
+
+def _check_manifest(
+    files: Mapping[str, bytes], store_id: str | None, config: Config, problems: Problems
+) -> None:
+    """Checksums (switchable), sizes, store id, and exactly the listed files."""
+    data = _json_file(files[MANIFEST], MANIFEST, problems)
+    if data is None:
+        return
+    ck = Checker(problems, MANIFEST)
+    rec = ck.obj(data, "$")
+    if rec is None:
+        return
+    ck.known(rec, "$", MANIFEST_FIELDS)
+    mid = ck.string(rec, "policy_store_id", "$", required=True)
+    if mid is not None and store_id is not None and mid != store_id:
+        problems.add(
+            "manifest",
+            MANIFEST,
+            f"policy_store_id {mid!r} differs from the id in metadata.json ({store_id!r})",
+            "$.policy_store_id",
+        )
+    gen = ck.string(rec, "generated_date", "$", required=True)
+    if gen is not None and parse_utc(gen) is None:
+        ck.add(
+            "invalid_field",
+            "$.generated_date",
+            f"must be an ISO 8601 UTC timestamp (YYYY-MM-DDTHH:MM:SSZ), got {gen!r}",
+        )
+    if "files" not in rec:
+        ck.add("missing_field", "$.files", "required field 'files' is missing")
+        return
+    listed = ck.obj(rec["files"], "$.files", "an object mapping file paths to {size, checksum}")
+    if listed is None:
+        return
+    for path, entry in listed.items():
+        ep = jpath("$.files", path)
+        e = ck.obj(entry, ep, "an object {size, checksum}")
+        if e is None:
+            continue
+        ck.known(e, ep, ("size", "checksum"))
+        size = e.get("size")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            ck.add(
+                "missing_field" if "size" not in e else "invalid_field",
+                jpath(ep, "size"),
+                f"must be a whole number of bytes, got {size!r}",
+            )
+            size = None
+        checksum = e.get("checksum")
+        m = _CHECKSUM.match(checksum) if isinstance(checksum, str) else None
+        if m is None:
+            ck.add(
+                "missing_field" if "checksum" not in e else "invalid_field",
+                jpath(ep, "checksum"),
+                f"must have the form sha256:<64 hex digits>, got {checksum!r}",
+            )
+        if path == MANIFEST:
+            problems.add("manifest", MANIFEST, "the manifest must not list itself", ep)
+            continue
+        if path not in files:
+            problems.add("manifest", MANIFEST, f"lists {path!r}, which is not in the store", ep)
+            continue
+        content = files[path]
+        if size is not None and size != len(content):
+            problems.add(
+                "manifest",
+                path,
+                f"size {len(content)} bytes differs from the manifest's {size}",
+            )
+        if m is not None and config.policy_store_validate_checksum:
+            actual = hashlib.sha256(content).hexdigest()
+            if actual != m.group(1).lower():
+                problems.add(
+                    "manifest",
+                    path,
+                    f"SHA-256 checksum {actual} differs from the manifest's {m.group(1).lower()}",
+                )
+    for path in sorted(files):
+        if path != MANIFEST and path not in listed:
+            problems.add(
+                "manifest",
+                path,
+                "this file is not listed in manifest.json (the manifest must list every file)",
+            )

@@ -1,0 +1,251 @@
+"""Where a store comes from, detected as the spec's table says, and loading it.
+
+| property and value                              | source                      |
+|-------------------------------------------------|-----------------------------|
+| ``ENGINE_POLICY_STORE_URI`` ending in ``.parc`` | archive fetched from the URL |
+| ``ENGINE_POLICY_STORE_URI`` (anything else)     | legacy JSON fetched from the URL |
+| ``ENGINE_POLICY_STORE_LOCAL_FN`` a directory    | directory store             |
+| ``ENGINE_POLICY_STORE_LOCAL_FN`` ``*.parc``     | archive file                |
+| ``ENGINE_POLICY_STORE_LOCAL_FN`` ``*.json``     | legacy JSON file            |
+| ``ENGINE_POLICY_STORE_LOCAL_FN`` ``*.yaml/.yml``| legacy YAML file            |
+| ``ENGINE_POLICY_STORE_LOCAL`` (inline text)     | legacy JSON or YAML text    |
+| bytes (``archive_bytes``)                       | archive in memory           |
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from polang.config import STORE_SOURCE_KEYS, Config
+from polang.errors import ConfigError
+from polang.store.errors import Problems
+from polang.store.model import PolicyStore
+from polang.store.raw import RawStore, decode_text
+
+SourceKind = Literal[
+    "directory",
+    "archive_file",
+    "legacy_json_file",
+    "legacy_yaml_file",
+    "archive_url",
+    "legacy_url",
+    "inline",
+    "archive_bytes",
+]
+REMOTE_KINDS = ("archive_url", "legacy_url")
+
+
+@dataclass(frozen=True)
+class PolicyStoreSource:
+    """One store source. Build it with the constructors; :meth:`load` reads it."""
+
+    kind: SourceKind
+    location: str = ""
+    """Path, URL or a short label; empty for inline text and bytes."""
+    text: str | None = None
+    data: bytes | None = None
+
+    # ------------------------------------------------------------ constructors
+
+    @classmethod
+    def directory(cls, path: str | os.PathLike[str]) -> PolicyStoreSource:
+        return cls("directory", os.fspath(path))
+
+    @classmethod
+    def archive_file(cls, path: str | os.PathLike[str]) -> PolicyStoreSource:
+        return cls("archive_file", os.fspath(path))
+
+    @classmethod
+    def legacy_file(cls, path: str | os.PathLike[str]) -> PolicyStoreSource:
+        """A legacy JSON or YAML file (by extension; anything but .yaml/.yml is JSON)."""
+        p = os.fspath(path)
+        yaml_ext = Path(p).suffix.lower() in (".yaml", ".yml")
+        return cls("legacy_yaml_file" if yaml_ext else "legacy_json_file", p)
+
+    @classmethod
+    def url(cls, url: str) -> PolicyStoreSource:
+        """A URL whose path ends in ``.parc`` is an archive; anything else legacy JSON."""
+        path = urlsplit(url).path
+        return cls("archive_url" if path.lower().endswith(".parc") else "legacy_url", url)
+
+    @classmethod
+    def inline(cls, text: str) -> PolicyStoreSource:
+        """Inline legacy store text (JSON, or YAML when it is not JSON)."""
+        return cls("inline", "ENGINE_POLICY_STORE_LOCAL", text=text)
+
+    @classmethod
+    def archive_bytes(cls, data: bytes) -> PolicyStoreSource:
+        """An archive the caller fetched itself (custom auth headers, WASM-style hosts)."""
+        return cls("archive_bytes", "<archive bytes>", data=bytes(data))
+
+    @classmethod
+    def from_path(cls, path: str | os.PathLike[str]) -> PolicyStoreSource:
+        """Detect a local path's format: a directory, ``.parc``, ``.json``, ``.yaml``/``.yml``.
+
+        Raises ``PolicyStoreLoadError`` (kind ``source``) for a missing path or another
+        extension.
+        """
+        p = Path(path)
+        if p.is_dir():
+            return cls.directory(p)
+        suffix = p.suffix.lower()
+        if not p.exists():
+            Problems(str(p)).fail("source", str(p), "no such file or directory")
+        if suffix == ".parc":
+            return cls.archive_file(p)
+        if suffix in (".json", ".yaml", ".yml"):
+            return cls.legacy_file(p)
+        Problems(str(p)).fail(
+            "source",
+            str(p),
+            f"cannot tell the store format from {p.name!r}: use a directory, a .parc "
+            "archive, or a .json / .yaml / .yml legacy file",
+        )
+
+    @classmethod
+    def from_location(cls, location: str | os.PathLike[str]) -> PolicyStoreSource:
+        """A URL (``http://``, ``https://``) or a local path (tools take either)."""
+        s = os.fspath(location)
+        if urlsplit(s).scheme.lower() in ("http", "https"):
+            return cls.url(s)
+        return cls.from_path(s)
+
+    @classmethod
+    def from_config(cls, config: Config) -> PolicyStoreSource:
+        """The source the configuration names; ``ConfigError`` when it names none."""
+        if config.policy_store_uri:
+            return cls.url(config.policy_store_uri)
+        if config.policy_store_local_fn:
+            return cls.from_path(config.policy_store_local_fn)
+        if config.policy_store_local:
+            return cls.inline(config.policy_store_local)
+        raise ConfigError("no policy store configured: set one of " + ", ".join(STORE_SOURCE_KEYS))
+
+    # ------------------------------------------------------------ use
+
+    @property
+    def is_remote(self) -> bool:
+        """Whether the source is fetched over HTTP (background refresh applies)."""
+        return self.kind in REMOTE_KINDS
+
+    def describe(self) -> str:
+        if self.kind == "inline":
+            return "inline store (ENGINE_POLICY_STORE_LOCAL)"
+        if self.kind == "archive_bytes":
+            return "archive bytes"
+        return f"{self.kind.replace('_', ' ')} {self.location}"
+
+    def read_raw(self, config: Config | None = None) -> RawStore:
+        """The raw parts (no language parsing yet); raises on any problem found so far."""
+        raw, problems = self._read(config or Config())
+        problems.raise_if_any()
+        assert raw is not None
+        return raw
+
+    def _read(self, config: Config) -> tuple[RawStore | None, Problems]:
+        from polang.store.archive import ZIP_MAGIC, read_archive
+        from polang.store.layout import read_directory, read_layout
+        from polang.store.legacy import read_legacy
+        from polang.store.remote import fetch_bytes
+
+        problems = Problems(self.describe())
+        raw: RawStore | None = None
+        label = Path(self.location).name if self.kind.endswith("_file") else self.location
+
+        if self.kind == "directory":
+            root = Path(self.location)
+            if not root.is_dir():
+                problems.fail("source", self.location, "not a directory")
+            files, dirs = read_directory(root, problems=problems)
+            raw = read_layout(
+                files,
+                dirs,
+                fmt="directory",
+                source=self.describe(),
+                config=config,
+                problems=problems,
+            )
+        elif self.kind in ("archive_file", "archive_url", "archive_bytes"):
+            if self.kind == "archive_file":
+                data = _read_file(self.location, problems)
+            elif self.kind == "archive_url":
+                data = fetch_bytes(
+                    self.location, config, accept="application/zip, application/octet-stream"
+                )
+            else:
+                data = self.data or b""
+            got = read_archive(data, label=label, problems=problems)
+            if got is None:
+                problems.raise_if_any()
+                problems.fail("archive", label, "the archive could not be read")
+            raw = read_layout(
+                got[0],
+                got[1],
+                fmt="archive",
+                source=self.describe(),
+                config=config,
+                problems=problems,
+            )
+        else:
+            fmt: Literal["json", "yaml"] = "json"
+            if self.kind in ("legacy_json_file", "legacy_yaml_file"):
+                text = decode_text(
+                    _read_file(self.location, problems), file=label, problems=problems
+                )
+                fmt = "yaml" if self.kind == "legacy_yaml_file" else "json"
+            elif self.kind == "legacy_url":
+                body = fetch_bytes(self.location, config, accept="application/json")
+                if body[:4] in ZIP_MAGIC:
+                    problems.fail(
+                        "source",
+                        label,
+                        "the server sent a ZIP archive, but this URL is read as a legacy "
+                        "JSON store: archive URLs must end in .parc",
+                    )
+                text = decode_text(body, file=label, problems=problems)
+            else:
+                text = self.text or ""
+                fmt = "json" if text.lstrip()[:1] in ("{", "[") else "yaml"
+            if text is not None:
+                raw = read_legacy(
+                    text,
+                    file=label,
+                    fmt=fmt,
+                    config=config,
+                    problems=problems,
+                    source=self.describe(),
+                )
+        return raw, problems
+
+    def load(self, config: Config | None = None) -> PolicyStore:
+        """Read, parse and check the whole store; ``PolicyStoreLoadError`` otherwise."""
+        from polang.store.build import build_store
+
+        config = config or Config()
+        raw, problems = self._read(config)
+        if raw is None:
+            problems.raise_if_any()
+            problems.fail("source", self.location, "the store could not be read")
+        # reader problems and parse problems are reported together
+        return build_store(raw, config, problems)
+
+
+def _read_file(path: str, problems: Problems) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        problems.fail("source", path, f"cannot read: {e.strerror or e}")
+
+
+def load_policy_store(config: Config) -> PolicyStore:
+    """The store the configuration names (detection per the spec's table)."""
+    return PolicyStoreSource.from_config(config).load(config)
+
+
+def load_policy_store_archive_bytes(data: bytes, config: Config | None = None) -> PolicyStore:
+    """A ``.parc`` archive from bytes the caller fetched (spec name, kept as is)."""
+    return PolicyStoreSource.archive_bytes(data).load(config)
