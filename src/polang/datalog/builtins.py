@@ -55,28 +55,12 @@ def b_neq(_f: EntityFacts, a: Value, b: Value) -> bool:
     return not (type(a) is type(b) and a == b)
 
 
+_OP_SYMBOL = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
 def _compare(op: str, a: Value, b: Value) -> bool:
-    ta = type(a)
-    if ta is int and type(b) is int:
-        if op == "lt":
-            return a < b
-        if op == "le":
-            return a <= b
-        if op == "gt":
-            return a > b
-        return a >= b
-    if (
-        ta is int
-        or ta is bool
-        or ta is str
-        or ta is EntityUID
-        or ta is SetValue
-        or ta is RecordValue
-    ):
-        if ta is int:
-            raise _type_error("Long", b)
-        raise _type_error("Long", a)
-    return extensions.compare_ext(op, a, b)
+    """Ordering beyond Long/Long: datetimes and durations (the extension registry decides)."""
+    return extensions.compare_ext(_OP_SYMBOL[op], a, b)
 
 
 def b_lt(_f: EntityFacts, a: Value, b: Value) -> bool:
