@@ -234,7 +234,7 @@ def _describe_expected(expected: set[str]) -> str:
     parts: list[str] = []
     if exp == {"SEMICOLON", "WHEN", "UNLESS"}:
         return "`;` after the policy (or a `when`/`unless` condition)"
-    if exp <= {"PERMIT", "FORBID", "AT"} and {"PERMIT", "FORBID"} <= exp:
+    if exp <= {"PERMIT", "FORBID", "AT", "$END"} and {"PERMIT", "FORBID"} <= exp:
         return "`permit` or `forbid`" + (" (or an `@annotation`)" if "AT" in exp else "")
     if {"COMMA", "EQEQ", "IN", "IS"} <= exp and "ANDAND" not in exp:
         # right after `principal`/`action`/`resource` in the scope
@@ -245,16 +245,18 @@ def _describe_expected(expected: set[str]) -> str:
         exp -= _EXPR_START | _IDENT_TOKENS | {"MINUS", "PRINCIPAL_SLOT", "RESOURCE_SLOT"}
         exp -= {"OTHER_SLOT", "FALSE"}
     if "IDENT" in exp:
-        parts.append("an identifier" if "STR" not in exp else "an identifier or a string")
+        parts.append("an identifier" if "STR" not in exp else "an attribute name")
         exp -= _IDENT_TOKENS | {"STR"}
     if len(exp & _OPERATOR_TOKENS) >= 3:
         parts.append("an operator")
         exp -= _OPERATOR_TOKENS | {"IN", "BANG"}
-    for name in sorted(exp):
+    words = []
+    for name in exp:
         word = _TOKEN_WORDS.get(name)
         if word is None:
             word = f"`{_terminal_text(name)}`"
-        parts.append(word)
+        words.append(word)
+    parts.extend(sorted(words, key=lambda w: (w == "end of input", w)))
     if not parts:
         return "something else"
     if len(parts) == 1:
@@ -581,7 +583,7 @@ class _Converter:
     def condition(self, tree: Tree[Token]) -> ast.Condition:
         kind_tok = cast(Token, tree.children[0])
         kind = str(kind_tok)
-        self.slot_context = f"a `{kind}` clause"
+        self.slot_context = f"a `{kind}` clause" if kind == "when" else f"an `{kind}` clause"
         body = self.expr(tree.children[1])
         return ast.Condition(cast(Any, kind), body, self.span(tree))
 
@@ -681,13 +683,11 @@ class _Converter:
         if t == "OTHER_SLOT":
             self.fail(tok, f"`{name}` is not a template slot (only ?principal and ?resource)")
         if self.slot_context is not None:
+            var = name[1:]
             self.fail(
                 tok,
-                f"template slot `{name}` cannot be used in {self.slot_context}; slots are "
-                f"only allowed in the policy scope (e.g. `principal == {name}`)"
-                if name == "?principal"
-                else f"template slot `{name}` cannot be used in {self.slot_context}; slots are "
-                f"only allowed in the policy scope (e.g. `resource in {name}`)",
+                f"template slot `{name}` cannot be used in {self.slot_context}; it is only "
+                f"allowed in the {var} part of the scope (e.g. `{var} == {name}`)",
             )
         return ast.Slot(cast(Any, name), self.span(tok))
 
