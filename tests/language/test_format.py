@@ -216,7 +216,7 @@ def test_policies_to_json() -> None:
 _IDENT = st.from_regex(r"[_a-zA-Z][_a-zA-Z0-9]{0,6}", fullmatch=True)
 idents = _IDENT.filter(lambda s: s not in RESERVED_WORDS and s != "__cedar")
 type_names = st.lists(idents, min_size=1, max_size=3).map("::".join)
-chars = st.characters(exclude_categories=("Cs",))
+chars = st.characters(exclude_categories=["Cs"])
 texts = st.text(chars, max_size=6)
 attr_names = st.one_of(
     idents,
@@ -281,7 +281,7 @@ exprs = st.recursive(leaves, _extend, max_leaves=12)
 
 
 def _scope(var: str) -> st.SearchStrategy[ScopeConstraint]:
-    slot = Slot("?principal" if var == "principal" else "?resource")  # type: ignore[arg-type]
+    slot = Slot("?principal") if var == "principal" else Slot("?resource")
     target = st.one_of(entity_uids, st.just(slot))
     v: Any = var
     return st.one_of(
@@ -299,7 +299,7 @@ action_scopes = st.one_of(
     action_uids.map(lambda u: ActionConstraint("in", (u,))),
     st.lists(action_uids, max_size=3).map(lambda us: ActionConstraint("in_set", tuple(us))),
 )
-annotations = st.dictionaries(_IDENT, st.none() | texts, max_size=3).map(
+annotation_sets = st.dictionaries(_IDENT, st.none() | texts, max_size=3).map(
     lambda d: tuple(Annotation(k, v) for k, v in d.items())
 )
 policies = st.builds(
@@ -311,7 +311,7 @@ policies = st.builds(
     st.lists(st.builds(Condition, st.sampled_from(["when", "unless"]), exprs), max_size=3).map(
         tuple
     ),
-    annotations,
+    annotation_sets,
 )
 
 
@@ -347,6 +347,8 @@ def _normalize(d: Any) -> Any:
 def test_cedarpy_reads_formatted_policies_as_we_do(p: Policy) -> None:
     cedarpy = pytest.importorskip("cedarpy")
     text = format_policy(p)
-    ref = json.loads(cedarpy.policies_to_json_str(text))
-    (theirs,) = [*ref["staticPolicies"].values(), *ref["templates"].values()]
+    ref: dict[str, Any] = json.loads(cedarpy.policies_to_json_str(text))
+    found: list[Any] = list(ref["staticPolicies"].values()) + list(ref["templates"].values())
+    assert len(found) == 1
+    theirs = found[0]
     assert _normalize(theirs) == _normalize(policy_to_json(p)), text
