@@ -210,6 +210,13 @@ def fail(ty: Type | None) -> Answer:
     return Answer(False, ty)
 
 
+OK_FALSE = Answer(True, FALSE)
+FAIL_NONE = Answer(False, None)
+FAIL_BOOL = Answer(False, BOOL)
+FAIL_FALSE = Answer(False, FALSE)
+ONLY_BOOL: tuple[Type, ...] = (BOOL,)
+
+
 def then(a: Answer, f: Callable[[Type | None, Caps], Answer]) -> Answer:
     """Continue after ``a``; a failure of ``a`` makes the result a failure too."""
     if a.ok:
@@ -336,20 +343,7 @@ class EnvChecker:
         self, caps: Caps, e: Node, expected: tuple[Type, ...], help_key: str | None = None
     ) -> Answer:
         """Type ``e`` and require it to be (permissively) a subtype of one of ``expected``."""
-        a = self.tc(caps, e)
-
-        def check(t: Type | None, c: Caps) -> Answer:
-            if t is None:
-                return fail(None)
-            if not any(T.is_subtype(t, x, strict=False) for x in expected):
-                msg = f"expected {_describe_expected(expected)} but found {t.display()}"
-                if help_key:
-                    msg += f"; {_HELP[help_key]}"
-                self.err("unexpected_type", e.span, msg)
-                return fail(None)
-            return ok(t, c)
-
-        return then(a, check)
+        return self._expect_answer(self.tc(caps, e), e, expected, help_key)
 
     def lub_or_error(self, node: Node, tys: list[Type | None], context: str) -> Type | None:
         if any(t is None for t in tys):
@@ -528,7 +522,7 @@ class EnvChecker:
         if k == "or":
             return self.tc_or(caps, e)
         if k == "not":
-            return then(self.expect(caps, e.args[0], (BOOL,)), _negate)
+            return then(self.expect(caps, e.args[0], ONLY_BOOL), _negate)
         if k == "neg":
             return then(self.expect(caps, e.args[0], (LONG,)), lambda t, c: ok(LONG))
         if k == "isEmpty":
@@ -573,19 +567,17 @@ class EnvChecker:
         self, a: Answer, e: Node, expected: tuple[Type, ...], help_key: str | None
     ) -> Answer:
         """:meth:`expect` for an answer already computed (to pick a help text from it)."""
-
-        def check(t: Type | None, c: Caps) -> Answer:
-            if t is None:
-                return fail(None)
-            if not any(T.is_subtype(t, x, strict=False) for x in expected):
-                msg = f"expected {_describe_expected(expected)} but found {t.display()}"
-                if help_key:
-                    msg += f"; {_HELP[help_key]}"
-                self.err("unexpected_type", e.span, msg)
-                return fail(None)
-            return ok(t, c)
-
-        return then(a, check)
+        t = a.ty
+        if t is None:
+            return FAIL_NONE
+        for x in expected:
+            if T.is_subtype(t, x, strict=False):
+                return a
+        msg = f"expected {_describe_expected(expected)} but found {t.display()}"
+        if help_key:
+            msg += f"; {_HELP[help_key]}"
+        self.err("unexpected_type", e.span, msg)
+        return FAIL_NONE
 
     def expect_help(
         self,
@@ -622,52 +614,52 @@ class EnvChecker:
 
             return then(a_then, both)
 
-        return then(self.expect(caps, cond, (BOOL,)), after_test)
+        return then(self.expect(caps, cond, ONLY_BOOL), after_test)
 
     def tc_and(self, caps: Caps, e: Node) -> Answer:
         left, right = e.args
-
-        def after_left(tl: Type | None, cl: Caps) -> Answer:
-            if tl == FALSE:
-                return ok(FALSE)  # short-circuit: the right operand is never evaluated
-
-            def after_right(tr: Type | None, cr: Caps) -> Answer:
-                if tl is not None and tr == FALSE:
-                    return ok(FALSE)
-                if tl is not None and tr == TRUE:
-                    return ok(tl, cl | cr)
-                if tl == TRUE and tr is not None:
-                    return ok(tr, cr)
-                if tl is not None and tr is not None:
-                    return ok(BOOL, cl | cr)
-                return fail(BOOL)
-
-            return then(self.expect(caps | cl, right, (BOOL,)), after_right)
-
-        return then(self.expect(caps, left, (BOOL,)), after_left)
+        la = self.expect(caps, left, ONLY_BOOL)
+        tl = la.ty
+        if tl == FALSE:
+            return OK_FALSE if la.ok else FAIL_FALSE  # short-circuit: the right is never run
+        cl = la.caps if la.ok else EMPTY
+        ra = self.expect(caps | cl if cl else caps, right, ONLY_BOOL)
+        tr = ra.ty
+        cr = ra.caps if ra.ok else EMPTY
+        if tl is not None and tr == FALSE:
+            r = OK_FALSE
+        elif tl is not None and tr == TRUE:
+            r = ok(tl, cl | cr)
+        elif tl == TRUE and tr is not None:
+            r = ok(tr, cr)
+        elif tl is not None and tr is not None:
+            r = ok(BOOL, cl | cr)
+        else:
+            return FAIL_BOOL
+        return r if (la.ok and ra.ok) else Answer(False, r.ty)
 
     def tc_or(self, caps: Caps, e: Node) -> Answer:
         left, right = e.args
-
-        def after_left(tl: Type | None, cl: Caps) -> Answer:
-            if tl == TRUE:
-                return ok(TRUE, cl)
-
-            def after_right(tr: Type | None, cr: Caps) -> Answer:
-                if tl is not None and tr == TRUE:
-                    return ok(TRUE, cr)
-                if tl is not None and tr == FALSE:
-                    return ok(tl, cl)
-                if tl == FALSE and tr is not None:
-                    return ok(tr, cr)
-                if tl is not None and tr is not None:
-                    return ok(BOOL, cl & cr)
-                return fail(BOOL)
-
-            # the right operand runs only when the left was false: no capabilities from it
-            return then(self.expect(caps, right, (BOOL,)), after_right)
-
-        return then(self.expect(caps, left, (BOOL,)), after_left)
+        la = self.expect(caps, left, ONLY_BOOL)
+        tl = la.ty
+        if tl == TRUE:
+            return la
+        cl = la.caps if la.ok else EMPTY
+        # the right operand runs only when the left was false: no capabilities from it
+        ra = self.expect(caps, right, ONLY_BOOL)
+        tr = ra.ty
+        cr = ra.caps if ra.ok else EMPTY
+        if tl is not None and tr == TRUE:
+            r = ok(TRUE, cr)
+        elif tl is not None and tr == FALSE:
+            r = ok(tl, cl)
+        elif tl == FALSE and tr is not None:
+            r = ok(tr, cr)
+        elif tl is not None and tr is not None:
+            r = ok(BOOL, cl & cr)
+        else:
+            return FAIL_BOOL
+        return r if (la.ok and ra.ok) else Answer(False, r.ty)
 
     def tc_get(self, caps: Caps, e: Node) -> Answer:
         target = e.args[0]
@@ -1142,7 +1134,7 @@ def check_policy(
     for base in index.envs:
         for env in link_envs(index, policy, base) if policy.slots else (base,):
             env_issues: list[Issue] = []
-            ans = EnvChecker(index, env, env_issues, literal_check).expect(EMPTY, cond, (BOOL,))
+            ans = EnvChecker(index, env, env_issues, literal_check).expect(EMPTY, cond, ONLY_BOOL)
             if ans.ty == FALSE:
                 pass  # impossible in this environment; its issues still count
             else:
