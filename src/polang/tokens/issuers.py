@@ -190,6 +190,7 @@ class IssuerKeys:
         self._keys: list[JsonWebKey] | None = local_keys
         self._expires_at = math.inf if self.local else -math.inf
         self._last_attempt = -math.inf
+        self._last_kid_refetch = -math.inf
         self._last_error: KeyLookupError | None = None
         self.fetch_count = 0
 
@@ -224,9 +225,11 @@ class IssuerKeys:
         with self._lock:
             now = self._clock()
             cooled = now - self._last_attempt >= self._ts.jwks_min_refresh_interval
+            refreshed = False
             if not self.local:
                 if (self._keys is None or now >= self._expires_at) and cooled:
                     self._refresh(now)
+                    refreshed = True
                 if self._keys is None:
                     err = self._last_error
                     if err is None:
@@ -238,8 +241,10 @@ class IssuerKeys:
                 kid is not None
                 and not any(k.kid == kid for k in keys)
                 and not self.local
-                and now - self._last_attempt >= self._ts.jwks_min_refresh_interval
+                and now - self._last_kid_refetch >= self._ts.jwks_min_refresh_interval
+                and not refreshed
             ):
+                self._last_kid_refetch = now
                 self._refresh(now)
                 found = _select(self._keys or [], kid, alg)
             return found
