@@ -313,7 +313,42 @@ def _entities(
             continue
         seen[entity.uid] = where
         store.add(entity)
+    cycle = _find_cycle(store)
+    if cycle:
+        file, _, loc = seen[cycle[0]].partition(" ")
+        problems.add(
+            "entity",
+            file,
+            "cycle in the entity hierarchy: " + " -> ".join(str(u) for u in cycle),
+            loc or None,
+        )
     return store
+
+
+def _find_cycle(store: EntityStore) -> list[EntityUID] | None:
+    """A parent chain that comes back to where it started (the language forbids it)."""
+    state: dict[EntityUID, int] = {}  # 1 = on the current path, 2 = done
+    for root in store:
+        if root.uid in state:
+            continue
+        path: list[EntityUID] = [root.uid]
+        stack = [iter(sorted(root.parents))]
+        state[root.uid] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+                continue
+            parent = store.get(nxt)
+            if parent is None or state.get(nxt) == 2:
+                continue
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            state[nxt] = 1
+            path.append(nxt)
+            stack.append(iter(sorted(parent.parents)))
+    return None
 
 
 def _issuers(raw: RawStore, problems: Problems) -> dict[str, TrustedIssuerConfig]:

@@ -115,6 +115,18 @@ def read_layout(
         digest=store_digest(files),
     )
 
+    tops = {n.split("/", 1)[0] for n in files if "/" in n}
+    if METADATA not in files and len(tops) == 1 and not any("/" not in n for n in files):
+        top = next(iter(tops))
+        if f"{top}/{METADATA}" in files:
+            where = "archive" if fmt == "archive" else "directory"
+            problems.fail(
+                "missing_file",
+                METADATA,
+                f"required file is missing (found {top}/{METADATA}: the store files must be "
+                f"at the {where} root, not in a folder {top}/)",
+            )
+
     # metadata.json
     if METADATA not in files:
         nested = sorted(n for n in files if n.endswith("/" + METADATA))

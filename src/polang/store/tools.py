@@ -15,7 +15,7 @@ from typing import Any
 
 from polang.config import Config
 from polang.errors import PolangError, PolicyStoreError
-from polang.language.values import value_to_json
+from polang.language.entities import entity_to_json
 from polang.store.archive import write_archive
 from polang.store.build import build_store
 from polang.store.errors import PolicyStoreLoadError, Problems
@@ -134,17 +134,7 @@ def _safe_name(pid: str, used: set[str]) -> str:
 
 
 def _entity_json(store: PolicyStore) -> list[dict[str, Any]]:
-    out = []
-    for e in sorted(store.default_entities, key=lambda e: e.uid):
-        item: dict[str, Any] = {
-            "uid": e.uid.to_json(),
-            "attrs": {k: value_to_json(v) for k, v in e.attrs.items()},
-            "parents": [p.to_json() for p in sorted(e.parents)],
-        }
-        if e.tags:
-            item["tags"] = {k: value_to_json(v) for k, v in e.tags.items()}
-        out.append(item)
-    return out
+    return [entity_to_json(e) for e in sorted(store.default_entities, key=lambda e: e.uid)]
 
 
 def convert_legacy(
