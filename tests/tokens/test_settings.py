@@ -212,3 +212,44 @@ def test_token_settings_validation() -> None:
         TokenSettings(http_max_response_size=0)
     with pytest.raises(ConfigError, match="ENGINE_DECISION_LOG_DEFAULT_JWT_ID"):
         TokenSettings(decision_log_jwt_id="")
+
+
+def test_settings_from_engine_properties() -> None:
+    s = TokenSettings.from_properties(
+        {
+            "ENGINE_JWT_SIG_VALIDATION": "disabled",
+            "ENGINE_JWT_STATUS_VALIDATION": True,
+            "ENGINE_JWT_SIGNATURE_ALGORITHMS_SUPPORTED": "RS256, ES256 EdDSA",
+            "ENGINE_JWT_CLOCK_SKEW": "30",
+            "ENGINE_JWKS_REFRESH_INTERVAL": None,
+            "ENGINE_TOKEN_CACHE_CAPACITY": 0,
+            "ENGINE_HTTP_REQUEST_TIMEOUT": "2.5",
+            "ENGINE_LOCAL_JWKS": "/etc/jwks.json",
+            "ENGINE_LOG_TYPE": "memory",  # not a token setting: left alone
+        }
+    )
+    assert s.sig_validation is False and s.status_validation is True
+    assert s.algorithms == ("RS256", "ES256", "EdDSA")
+    assert (s.clock_skew, s.token_cache_capacity, s.http_timeout) == (30, 0, 2.5)
+    assert s.jwks_refresh_interval is None and s.local_jwks_path == "/etc/jwks.json"
+    assert TokenSettings.from_properties(
+        {"ENGINE_JWT_SIGNATURE_ALGORITHMS_SUPPORTED": ["HS256"]}
+    ).algorithms == ("HS256",)
+
+
+@pytest.mark.parametrize(
+    ("props", "fragment"),
+    [
+        ({"ENGINE_JWT_SIG_VALIDATION": "off"}, "ENGINE_JWT_SIG_VALIDATION: 'off' is not a toggle"),
+        ({"ENGINE_JWT_CLOCK_SKEW": "ten"}, "ENGINE_JWT_CLOCK_SKEW: 'ten' is not a whole number"),
+        ({"ENGINE_JWT_CLOCK_SKEW": True}, "ENGINE_JWT_CLOCK_SKEW"),
+        ({"ENGINE_HTTP_REQUEST_TIMEOUT": "soon"}, "number of seconds"),
+        ({"ENGINE_JWT_SIGNATURE_ALGORITHMS_SUPPORTED": 3}, "list of algorithm names"),
+        ({"ENGINE_JWT_SIGNATURE_ALGORITHMS_SUPPORTED": "RS256 none"}, "'none'"),
+        ({"ENGINE_LOCAL_JWKS": 5}, "ENGINE_LOCAL_JWKS: 5 is not a string"),
+        ({"ENGINE_TOKEN_CACHE_MAX_TTL": "-1"}, "ENGINE_TOKEN_CACHE_MAX_TTL: must be 0 or more"),
+    ],
+)
+def test_bad_engine_properties(props: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        TokenSettings.from_properties(props)

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from polang.errors import ConfigError
 from polang.tokens.settings import TokenSettings
 
 
@@ -50,8 +51,6 @@ def default_ssl_context() -> ssl.SSLContext:
         try:
             ctx.load_verify_locations(cafile=cafile or None, capath=capath or None)
         except (OSError, ssl.SSLError) as e:
-            from polang.errors import ConfigError
-
             raise ConfigError(
                 f"SSL_CERT_FILE/SSL_CERT_DIR: cannot load CA certificates ({e})"
             ) from e
@@ -73,7 +72,10 @@ class HttpFetcher:
     def _get_client(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
-                ctx = self._settings.ssl_context or default_ssl_context()
+                try:
+                    ctx = self._settings.ssl_context or default_ssl_context()
+                except ConfigError as e:
+                    raise FetchError(str(e)) from e
                 self._client = httpx.Client(
                     verify=ctx,
                     timeout=httpx.Timeout(self._settings.http_timeout),

@@ -355,10 +355,10 @@ class IssuerRegistry:
         ]
         self.by_id = {k.settings.issuer_id: k for k in self.issuers}
 
-    def find(self, iss: str) -> list[IssuerKeys]:
+    def find(self, iss: str, *, discover: bool = True) -> list[IssuerKeys]:
         """Issuers whose identifier is ``iss``; discovers issuers whose identity is unknown."""
         found = [k for k in self.issuers if k.matches(iss, discover=False)]
-        if found:
+        if found or not discover:
             return found
         return [k for k in self.issuers if k.identifier is None and k.matches(iss, discover=True)]
 

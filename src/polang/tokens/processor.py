@@ -225,7 +225,8 @@ class TokenProcessor:
         iss = claims.get("iss")
         if iss is not None and (not isinstance(iss, str) or not iss):
             raise TokenDrop("invalid_input", "claim 'iss' is not a non-empty string")
-        candidates = self.registry.find(iss) if iss else []
+        verify = self.settings.sig_validation
+        candidates = self.registry.find(iss, discover=verify) if iss else []
         issuer_part: str | None = None
         if not candidates and not self.settings.sig_validation:
             # Unverified tokens: the mapping may name the issuer; the key uses iss's host.

@@ -421,3 +421,64 @@ class TokenSettings:
             )
         if not self.decision_log_jwt_id:
             raise ConfigError("ENGINE_DECISION_LOG_DEFAULT_JWT_ID: must not be empty")
+
+    @classmethod
+    def from_properties(
+        cls, props: Mapping[str, Any], *, ssl_context: ssl.SSLContext | None = None
+    ) -> TokenSettings:
+        """Read the ``ENGINE_*`` keys token handling uses; other keys are left to the config.
+
+        Values may be raw (``"enabled"``, ``"30"``, ``"RS256 ES256"``) or already parsed
+        (``True``, ``30``, ``["RS256"]``); ``None`` means the default.
+        """
+        kw: dict[str, Any] = {"ssl_context": ssl_context}
+        for key, (attr, kind) in _PROPERTIES.items():
+            if key not in props or props[key] is None:
+                continue
+            kw[attr] = _parse_property(key, props[key], kind)
+        return cls(**kw)
+
+
+_PROPERTIES: dict[str, tuple[str, str]] = {
+    "ENGINE_JWT_SIG_VALIDATION": ("sig_validation", "toggle"),
+    "ENGINE_JWT_STATUS_VALIDATION": ("status_validation", "toggle"),
+    "ENGINE_JWT_SIGNATURE_ALGORITHMS_SUPPORTED": ("algorithms", "algorithms"),
+    "ENGINE_JWT_CLOCK_SKEW": ("clock_skew", "int"),
+    "ENGINE_LOCAL_JWKS": ("local_jwks_path", "str"),
+    "ENGINE_JWKS_REFRESH_INTERVAL": ("jwks_refresh_interval", "int"),
+    "ENGINE_JWKS_MIN_REFRESH_INTERVAL": ("jwks_min_refresh_interval", "int"),
+    "ENGINE_JWT_STATUS_LIST_REFRESH_INTERVAL_MAX": ("status_list_refresh_max", "int"),
+    "ENGINE_TOKEN_CACHE_CAPACITY": ("token_cache_capacity", "int"),
+    "ENGINE_TOKEN_CACHE_MAX_TTL": ("token_cache_max_ttl", "int"),
+    "ENGINE_HTTP_REQUEST_TIMEOUT": ("http_timeout", "float"),
+    "ENGINE_HTTP_MAX_RETRIES": ("http_max_retries", "int"),
+    "ENGINE_HTTP_MAX_RESPONSE_SIZE_BYTES": ("http_max_response_size", "int"),
+    "ENGINE_DECISION_LOG_DEFAULT_JWT_ID": ("decision_log_jwt_id", "str"),
+}
+
+
+def _parse_property(key: str, value: Any, kind: str) -> Any:
+    if kind == "toggle":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("enabled", "disabled"):
+            return value.strip().lower() == "enabled"
+        raise ConfigError(f"{key}: {value!r} is not a toggle (allowed: enabled, disabled)")
+    if kind == "algorithms":
+        items = re.split(r"[\s,]+", value.strip()) if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)) or not all(isinstance(a, str) for a in items):
+            raise ConfigError(f"{key}: {value!r} is not a list of algorithm names")
+        return tuple(a for a in items if a)
+    if kind == "str":
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: {value!r} is not a string")
+        return value
+    number: float
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = float(value) if kind == "float" else int(value)
+    except (TypeError, ValueError):
+        wanted = "a number of seconds" if kind == "float" else "a whole number"
+        raise ConfigError(f"{key}: {value!r} is not {wanted}") from None
+    return number
