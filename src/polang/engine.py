@@ -1,0 +1,477 @@
+"""The engine: a policy store compiled for decisions, plus tokens and logs.
+
+``Engine`` wires the pieces and owns no decision logic of its own: the store comes from
+:mod:`polang.store`, policies are lowered and compiled by :mod:`polang.datalog`, tokens are
+validated by :mod:`polang.tokens`, and every decision is logged through :mod:`polang.logs`.
+
+Everything a request needs lives in one immutable :class:`_Snapshot`; a store refresh
+builds a new snapshot in full and swaps it in with one assignment, so a request always
+sees one consistent store and a bad refresh never replaces a good one.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from polang.config import Config
+from polang.datalog.authorizer import Authorizer, Decision
+from polang.datalog.facts import EntityFacts, Request
+from polang.errors import (
+    EntityError,
+    PolangError,
+    RequestError,
+    TokenError,
+    ValidationError,
+)
+from polang.language.entities import (
+    Entity,
+    parse_context,
+    parse_entity,
+    parse_mapped_entity,
+)
+from polang.language.parser import parse_entity_uid
+from polang.language.schema import Schema
+from polang.language.values import EntityUID, RecordValue
+from polang.logs import Logger, LogSettings, uuid7
+from polang.store.model import PolicyStore, TrustedIssuerConfig
+from polang.store.source import PolicyStoreSource, load_policy_store_archive_bytes
+from polang.tokens.model import DroppedToken, TokenInput
+from polang.tokens.processor import TokenProcessor
+from polang.tokens.settings import IssuerSettings, TokenSettings
+
+# ---------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostics:
+    reason: list[str] = field(default_factory=list)
+    errors: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    decision: str  # "allow" | "deny"
+    diagnostics: Diagnostics
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorizeResult:
+    """The answer to one request (the shape of ``spec/decisions.md``)."""
+
+    decision: bool
+    request_id: str
+    response: Response
+    dropped_tokens: list[DroppedToken] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "decision": self.decision,
+            "request_id": self.request_id,
+            "response": {
+                "decision": self.response.decision,
+                "diagnostics": {
+                    "reason": list(self.response.diagnostics.reason),
+                    "errors": [dict(e) for e in self.response.diagnostics.errors],
+                },
+            },
+        }
+        if self.dropped_tokens is not None:
+            out["dropped_tokens"] = [d.to_dict() for d in self.dropped_tokens]
+        return out
+
+
+# ---------------------------------------------------------------- the snapshot
+
+
+def token_settings(config: Config) -> TokenSettings:
+    """The token layer's view of the configuration."""
+    return TokenSettings(
+        sig_validation=config.jwt_sig_validation,
+        status_validation=config.jwt_status_validation,
+        algorithms=tuple(config.jwt_signature_algorithms_supported),
+        clock_skew=int(config.jwt_clock_skew),
+        local_jwks_path=config.local_jwks,
+        jwks_refresh_interval=(
+            None if config.jwks_refresh_interval is None else int(config.jwks_refresh_interval)
+        ),
+        jwks_min_refresh_interval=int(config.jwks_min_refresh_interval),
+        status_list_refresh_max=int(config.jwt_status_list_refresh_interval_max),
+        token_cache_capacity=config.token_cache_capacity,
+        token_cache_max_ttl=int(config.token_cache_max_ttl),
+        http_timeout=config.http_request_timeout,
+        http_max_retries=config.http_max_retries,
+        http_max_response_size=config.http_max_response_size_bytes,
+        decision_log_jwt_id=config.decision_log_default_jwt_id,
+    )
+
+
+def issuer_settings(issuer: TrustedIssuerConfig) -> IssuerSettings:
+    """The store's issuer record in the token layer's terms (one parser for both)."""
+    return IssuerSettings.from_dict(issuer.id, issuer.record, f"trusted_issuers.{issuer.id}")
+
+
+@dataclass(slots=True)
+class _Snapshot:
+    store: PolicyStore
+    authorizer: Authorizer
+    facts: EntityFacts
+    tokens: TokenProcessor
+    multi_issuer_problems: list[str]
+
+
+def _build_snapshot(store: PolicyStore, config: Config) -> _Snapshot:
+    """Everything derived from a store, checked in full before it is used."""
+    policies = store.all_policies()
+    if config.strict_schema_validation:
+        from polang.language.validate import check_policies
+
+        check_policies({**policies, **store.templates}, store.schema)
+    authorizer = Authorizer(policies, backend=config.datalog_backend)
+    issuers = [issuer_settings(i) for i in store.trusted_issuers.values()]
+    processor = TokenProcessor(issuers, token_settings(config), store.schema)
+    entities: list[Entity] = list(store.schema.action_entities())
+    entities.extend(processor.trusted_issuer_entities())
+    entities.extend(store.default_entities)  # store entities win over generated ones
+    facts = EntityFacts(entities)
+    problems: list[str] = []
+    if issuers:
+        from polang.language.validate import check_multi_issuer_schema
+
+        token_types = [
+            tm.entity_type_name for i in issuers for tm in i.token_metadata.values() if tm.trusted
+        ]
+        problems = check_multi_issuer_schema(store.schema, [i.name for i in issuers], token_types)
+    return _Snapshot(store, authorizer, facts, processor, problems)
+
+
+# ---------------------------------------------------------------- the engine
+
+
+class Engine:
+    """An authorization engine over one policy store. Thread-safe.
+
+    ``config`` is a :class:`Config`, a mapping of ``ENGINE_*`` properties, or ``None``
+    (properties from the environment). ``store`` bypasses loading (tests, embedders).
+    """
+
+    def __init__(
+        self,
+        config: Config | Mapping[str, Any] | None = None,
+        *,
+        store: PolicyStore | None = None,
+    ) -> None:
+        if config is None:
+            config = Config.from_env()
+        elif not isinstance(config, Config):
+            config = Config.from_dict(config)
+        self.config = config
+        self.logger = Logger(
+            LogSettings(
+                log_type=config.log_type,
+                level=config.log_level,
+                ttl=config.log_ttl,
+                max_items=config.log_max_items,
+                application_id=config.application_name,
+                decision_log_default_jwt_id=config.decision_log_default_jwt_id,
+            )
+        )
+        self._source: PolicyStoreSource | None = None
+        if store is None:
+            self._source = config.policy_store_source()
+            store = self._source.load(config)
+        started = time.perf_counter()
+        self._snap = _build_snapshot(store, config)
+        self.logger.system(
+            "INFO",
+            f"policy store {store.id!r} loaded: {len(store.all_policies())} policies, "
+            f"{len(store.default_entities)} default entities, "
+            f"{len(store.trusted_issuers)} trusted issuers",
+            policystore_id=store.id,
+            load_time_micro_sec=int((time.perf_counter() - started) * 1e6),
+        )
+        self._refresher: Any = None
+        self._lock = threading.Lock()
+        if (
+            self._source is not None
+            and self._source.kind in ("archive_url", "legacy_url")
+            and config.policy_store_refresh_interval > 0
+        ):
+            from polang.store.refresh import StoreRefresher
+
+            self._refresher = StoreRefresher(
+                self._source, config, self._on_new_store, self._on_refresh_error, current=store
+            )
+            self._refresher.start()
+
+    # -- construction -----------------------------------------------------------------
+
+    @classmethod
+    def from_archive_bytes(cls, config: Config | Mapping[str, Any] | None, data: bytes) -> Engine:
+        """An engine from ``.parc`` bytes the caller fetched itself (custom auth, WASM)."""
+        cfg = config if isinstance(config, Config) else Config.from_dict(config or {})
+        return cls(cfg, store=load_policy_store_archive_bytes(data, cfg))
+
+    # -- store lifecycle ----------------------------------------------------------------
+
+    @property
+    def store(self) -> PolicyStore:
+        return self._snap.store
+
+    @property
+    def schema(self) -> Schema:
+        return self._snap.store.schema
+
+    @property
+    def authorizer(self) -> Authorizer:
+        return self._snap.authorizer
+
+    def _on_new_store(self, store: PolicyStore) -> None:
+        snap = _build_snapshot(store, self.config)  # raises: the old snapshot stays
+        with self._lock:
+            old = self._snap
+            self._snap = snap
+        old.tokens.close()
+        self.logger.system(
+            "INFO", f"policy store refreshed to version {store.version}", policystore_id=store.id
+        )
+
+    def _on_refresh_error(self, error: BaseException) -> None:
+        self.logger.system(
+            "ERROR",
+            f"policy store refresh failed; still serving version {self.store.version}: {error}",
+            policystore_id=self.store.id,
+        )
+
+    def close(self) -> None:
+        """Stop background refresh and close HTTP clients."""
+        if self._refresher is not None:
+            self._refresher.stop()
+        self._snap.tokens.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- request parts --------------------------------------------------------------------
+
+    def _action(self, action: str | EntityUID) -> EntityUID:
+        if isinstance(action, EntityUID):
+            return action
+        if not isinstance(action, str):
+            raise RequestError(
+                f"action: expected a string like 'Ns::Action::\"view\"', got {type(action).__name__}"
+            )
+        return _parse_action(action)
+
+    def _entity(self, value: Any, what: str, schema: Schema) -> Entity:
+        if isinstance(value, Entity):
+            return value
+        if isinstance(value, EntityUID):
+            return Entity(value)
+        if not isinstance(value, Mapping):
+            raise RequestError(f"{what}: expected an entity object, got {type(value).__name__}")
+        try:
+            if "cedar_entity_mapping" in value:
+                return parse_mapped_entity(dict(value), schema, path=f"$.{what}")
+            return parse_entity(dict(value), schema, path=f"$.{what}")
+        except EntityError as e:
+            raise RequestError(f"{what}: {e}") from None
+
+    def _context(
+        self, context: Mapping[str, Any] | RecordValue | None, action: EntityUID, schema: Schema
+    ) -> RecordValue:
+        if context is None:
+            return RecordValue()
+        if isinstance(context, RecordValue):
+            return context
+        if not isinstance(context, Mapping):
+            raise RequestError(f"context: expected an object, got {type(context).__name__}")
+        try:
+            return parse_context(dict(context), schema, action, path="$.context")
+        except EntityError as e:
+            raise RequestError(f"context: {e}") from None
+
+    # -- decisions ------------------------------------------------------------------------
+
+    def authorize_unsigned(
+        self,
+        action: str | EntityUID,
+        resource: Mapping[str, Any] | Entity | EntityUID,
+        context: Mapping[str, Any] | RecordValue | None = None,
+        principal: Mapping[str, Any] | Entity | EntityUID | None = None,
+    ) -> AuthorizeResult:
+        """Decide with caller-supplied entities; the principal (any type) is optional."""
+        started = time.perf_counter()
+        snap = self._snap
+        schema = snap.store.schema
+        act = self._action(action)
+        res = self._entity(resource, "resource", schema)
+        request_entities = [res]
+        prin: Entity | None = None
+        if principal is not None:
+            prin = self._entity(principal, "principal", schema)
+            request_entities.append(prin)
+        ctx = self._context(context, act, schema)
+        facts = snap.facts.with_entities(request_entities)
+        decision = snap.authorizer.backend.decide(
+            Request(prin.uid if prin else None, act, res.uid, ctx), facts
+        )
+        return self._result(
+            snap, started, decision_of(decision), act, res.uid, prin.uid if prin else None
+        )
+
+    def authorize_multi_issuer(
+        self,
+        tokens: Sequence[TokenInput | Mapping[str, Any]],
+        action: str | EntityUID,
+        resource: Mapping[str, Any] | Entity | EntityUID,
+        context: Mapping[str, Any] | RecordValue | None = None,
+    ) -> AuthorizeResult:
+        """Decide with entities built from JWTs of the trusted issuers (no principal)."""
+        started = time.perf_counter()
+        snap = self._snap
+        schema = snap.store.schema
+        if snap.multi_issuer_problems:
+            raise ValidationError(
+                "the schema lacks the multi-issuer token structure: "
+                + "; ".join(snap.multi_issuer_problems),
+                list(snap.multi_issuer_problems),
+            )
+        if isinstance(tokens, str | bytes) or not isinstance(tokens, Sequence):
+            raise TokenError("tokens: expected a list of TokenInput(mapping, payload)")
+        act = self._action(action)
+        if isinstance(context, Mapping) and "tokens" in context:
+            raise RequestError(
+                "context: the key 'tokens' is reserved for validated tokens (context.tokens)"
+            )
+        if isinstance(context, RecordValue) and "tokens" in context:
+            raise RequestError(
+                "context: the key 'tokens' is reserved for validated tokens (context.tokens)"
+            )
+        res = self._entity(resource, "resource", schema)
+        processed = snap.tokens.process(tokens)
+        processed.require_any()
+        ctx = self._context(context, act, schema)
+        fields = dict(ctx.fields)
+        fields["tokens"] = processed.context_tokens
+        ctx = RecordValue(fields)
+        facts = snap.facts.with_entities([*processed.entities, res])
+        raw = snap.authorizer.backend.decide(Request(None, act, res.uid, ctx), facts)
+        token_ids = {f"{t.mapping}#{t.index}": {t.claim: t.value} for t in processed.log_ids}
+        return self._result(
+            snap,
+            started,
+            decision_of(raw),
+            act,
+            res.uid,
+            None,
+            dropped=processed.dropped,
+            token_ids=token_ids,
+        )
+
+    def authorize_unsigned_batch(
+        self, requests: Iterable[Mapping[str, Any]]
+    ) -> list[AuthorizeResult]:
+        """Each request a mapping of ``authorize_unsigned``'s keyword arguments."""
+        return [self.authorize_unsigned(**dict(r)) for r in requests]
+
+    def authorize_multi_issuer_batch(
+        self, requests: Iterable[Mapping[str, Any]]
+    ) -> list[AuthorizeResult]:
+        """Each request a mapping of ``authorize_multi_issuer``'s keyword arguments."""
+        return [self.authorize_multi_issuer(**dict(r)) for r in requests]
+
+    def _result(
+        self,
+        snap: _Snapshot,
+        started: float,
+        d: Decision,
+        action: EntityUID,
+        resource: EntityUID,
+        principal: EntityUID | None,
+        *,
+        dropped: list[DroppedToken] | None = None,
+        token_ids: dict[str, dict[str, Any]] | None = None,
+    ) -> AuthorizeResult:
+        request_id = uuid7()
+        errors = [e.to_dict() for e in d.errors]
+        result = AuthorizeResult(
+            d.allow,
+            request_id,
+            Response(d.decision, Diagnostics(list(d.reasons), errors)),
+            dropped,
+        )
+        if self.logger.enabled:
+            self.logger.decision(
+                request_id=request_id,
+                decision=d.allow,
+                action=str(action),
+                resource=str(resource),
+                principal=str(principal) if principal is not None else None,
+                reason=d.reasons,
+                errors=errors,
+                tokens=token_ids,
+                dropped_tokens=[x.to_dict() for x in dropped or []],
+                decision_time_micro_sec=int((time.perf_counter() - started) * 1e6),
+                policystore_id=snap.store.id,
+                policystore_version=snap.store.version,
+            )
+        return result
+
+    # -- logs -----------------------------------------------------------------------------
+
+    def pop_logs(self) -> list[dict[str, Any]]:
+        return self.logger.pop_logs()
+
+    def get_log_by_id(self, log_id: str) -> dict[str, Any] | None:
+        return self.logger.get_log_by_id(log_id)
+
+    def get_log_ids(self) -> list[str]:
+        return self.logger.get_log_ids()
+
+    def get_logs_by_tag(self, tag: str) -> list[dict[str, Any]]:
+        return self.logger.get_logs_by_tag(tag)
+
+    def get_logs_by_request_id(self, request_id: str) -> list[dict[str, Any]]:
+        return self.logger.get_logs_by_request_id(request_id)
+
+
+@lru_cache(maxsize=1024)
+def _parse_action(text: str) -> EntityUID:
+    """Actions repeat across requests: parse each distinct text once."""
+    try:
+        return parse_entity_uid(text)
+    except PolangError as e:
+        raise RequestError(f"action {text!r} is not an entity reference: {e}") from None
+
+
+def decision_of(raw: Any) -> Decision:
+    """A backend's raw decision as the language-level :class:`Decision`."""
+    from polang.datalog.authorizer import PolicyErrorInfo
+
+    return Decision(
+        raw.allow,
+        list(raw.reasons),
+        [PolicyErrorInfo(pid, e.message, e.kind) for pid, e in raw.errors],
+    )
+
+
+def init_from_archive_bytes(config: Config | Mapping[str, Any] | None, data: bytes) -> Engine:
+    """The spec's name for :meth:`Engine.from_archive_bytes`."""
+    return Engine.from_archive_bytes(config, data)
+
+
+__all__ = [
+    "AuthorizeResult",
+    "Diagnostics",
+    "Engine",
+    "Response",
+    "init_from_archive_bytes",
+]
