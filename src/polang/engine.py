@@ -266,7 +266,8 @@ class Engine:
             return action
         if not isinstance(action, str):
             raise RequestError(
-                f"action: expected a string like 'Ns::Action::\"view\"', got {type(action).__name__}"
+                "action: expected a string like 'Ns::Action::\"view\"', "
+                f"got {type(action).__name__}"
             )
         return _parse_action(action)
 

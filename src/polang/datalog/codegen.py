@@ -12,12 +12,13 @@ relations hold. Recursive rules are refused: use :mod:`polang.datalog.seminaive`
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from polang.datalog.ir import Atom, Const, Rule, Var
 from polang.datalog.seminaive import stratify
 
-Relations = Mapping[str, set[tuple[Any, ...]]]
+Relations = Mapping[str, AbstractSet[tuple[Any, ...]]]
 
 
 class CodegenError(ValueError):
@@ -78,6 +79,7 @@ def _rule(r: Rule, names: Mapping[str, str]) -> list[str]:
         return "    " * depth
 
     for lit in r.body:
+        assert isinstance(lit, Atom)  # compile_rules refused builtins
         rel = names[lit.pred]
         args = lit.args
         if lit.negated or all(isinstance(t, Const) or t.name in bound for t in args):
