@@ -222,7 +222,8 @@ def test_no_token_left_raises_token_error_with_every_reason(
     )
     with pytest.raises(TokenError) as e:
         out.require_any()
-    assert [r["reason"]["kind"] for r in e.value.reasons] == ["expired", "invalid_input"]
+    assert e.value.reasons == [d.to_dict() for d in out.dropped]
+    assert [d.kind for d in out.dropped] == ["expired", "invalid_input"]
     assert "token 0" in str(e.value) and "token 1" in str(e.value)
     assert out.dropped[0].to_dict() == {
         "mapping": ACCESS,
