@@ -202,6 +202,23 @@ def test_templates_are_policies_with_slots() -> None:
     assert linked.principal.entity == uid("User", "a") and not linked.is_template
 
 
+def test_results_are_fresh_lists_with_the_callers_filename() -> None:
+    text = "permit(principal, action, resource);"
+    first = parse_policies(text, "a.polang")
+    first.clear()
+    again = parse_policies(text, "a.polang")
+    assert len(again) == 1 and again[0].span.filename == "a.polang"
+    assert parse_policies(text, "b.polang")[0].span.filename == "b.polang"
+
+
+def test_deep_nesting_is_a_parse_error_not_a_crash() -> None:
+    ok = "(" * 50 + "1" + ")" * 50
+    assert same(body(ok), Lit(1))
+    deep = "(" * 1000 + "1" + ")" * 1000
+    with pytest.raises(PolicyParseError, match="nested too deeply"):
+        body(deep)
+
+
 def test_empty_text_has_no_policies() -> None:
     assert parse_policies("") == []
     assert parse_policies("  // only a comment\n") == []
@@ -505,6 +522,48 @@ def test_spans_locate_nodes() -> None:
     assert isinstance(left.right, Lit) and text[left.right.span.start : left.right.span.end] == "18"
     like = cond.body.right
     assert text[like.span.start : like.span.end] == '"x" like "*"'
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "[1, 2]",
+        "[]",
+        '{a: 1, "b": [2]}',
+        "{}",
+        'ip("1.2.3.4")',
+        "principal.contains(1)",
+        'principal["a b"]',
+        "principal.a.b",
+        'User::"x"',
+        "if true then 1 else 2",
+        "!!true",
+        '"s" like "*"',
+        "principal is User in resource",
+        "1 + 2 * 3",
+        "principal has a.b",
+    ],
+)
+def test_expression_spans_cover_their_source(src: str) -> None:
+    text = f"permit(principal, action, resource) when {{ {src} }};"
+    (p,) = parse_policies(text)
+    sp = p.conditions[0].body.span
+    assert text[sp.start : sp.end] == src
+    assert (sp.line, sp.column, sp.end_line) == (1, 44, 1)
+    assert sp.end_column == 44 + len(src) - 1
+
+
+def test_policy_part_spans() -> None:
+    text = '@id("x")\n@flag\npermit(principal == User::"a", action, resource)\nwhen { true };'
+    (p,) = parse_policies(text)
+    snippets = [text[a.span.start : a.span.end] for a in p.annotations]
+    assert snippets == ['@id("x")', "@flag"]
+    assert text[p.principal.span.start : p.principal.span.end] == 'principal == User::"a"'
+    assert text[p.action.span.start : p.action.span.end] == "action"
+    cond = p.conditions[0]
+    assert text[cond.span.start : cond.span.end] == "when { true }"
+    assert (cond.span.line, cond.span.column, cond.span.end_column) == (4, 1, 13)
+    assert text[p.span.start : p.span.end] == text
 
 
 def test_negative_literal_span_covers_the_minus() -> None:

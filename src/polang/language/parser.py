@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import importlib.resources
 import itertools
 import threading
@@ -93,6 +94,11 @@ EXTENSION_METHODS = frozenset(
 )
 """Extension methods: names are checked here, argument counts at evaluation."""
 
+MAX_NESTING = 200
+"""Deepest expression nesting accepted: far beyond real policies, and shallow enough that
+every recursive walk over the AST (formatting, lowering, equality) stays within Python's
+default recursion limit."""
+
 _IDENT_CHARS = frozenset("_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
 
@@ -132,7 +138,6 @@ def get_parser() -> Lark:
                     parser="lalr",
                     lexer="basic",
                     start=["policies", "expression", "entity_ref"],
-                    propagate_positions=True,
                     maybe_placeholders=False,
                 )
     return _PARSER
@@ -374,6 +379,20 @@ def _comment_start(text: str, line_start: int, line_end: int) -> int | None:
 
 # ---------------------------------------------------------------- tree -> AST
 
+
+def _edge_token(tree: Tree[Token], end: int) -> Token | None:
+    """The first (``end=0``) or last (``end=-1``) token under ``tree``, if any."""
+    stack: list[Node] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Token):
+            return node
+        kids = node.children
+        # push so that the wanted edge is popped first
+        stack.extend(reversed(kids) if end == 0 else kids)
+    return None
+
+
 _REL_OPS: dict[str, ast.BinaryOp] = {
     "EQEQ": "==",
     "NE": "!=",
@@ -397,6 +416,7 @@ class _Converter:
         # Where template slots are being read: None inside the scope, else a phrase for
         # the error message ("a `when` clause").
         self.slot_context: str | None = "an expression"
+        self.depth = 0
         self.expr_handlers: dict[str, Callable[[Tree[Token]], ast.Expr]] = {
             "if_expr": self.if_expr,
             "or_expr": self.or_expr,
@@ -431,11 +451,17 @@ class _Converter:
                 node.end_pos or 0,
                 self.filename,
             )
-        m = node.meta
-        if m.empty:
+        first, last = _edge_token(node, 0), _edge_token(node, -1)
+        if first is None or last is None:
             return ast.Span(0, 0, 0, 0, 0, 0, self.filename)
         return ast.Span(
-            m.line, m.column, m.end_line, m.end_column - 1, m.start_pos, m.end_pos, self.filename
+            first.line or 0,
+            first.column or 0,
+            last.end_line or 0,
+            (last.end_column or 1) - 1,
+            first.start_pos or 0,
+            last.end_pos or 0,
+            self.filename,
         )
 
     def join(self, a: ast.Span, b: ast.Span) -> ast.Span:
@@ -550,7 +576,8 @@ class _Converter:
         scope: Tree[Token] | None = None
         for child in tree.children:
             if isinstance(child, Token):
-                effect = str(child)
+                if child.type != "SEMICOLON":
+                    effect = str(child)
             elif child.data == "annotation":
                 annotations.append(self.annotation(child, annotations))
             elif child.data == "scope":
@@ -573,11 +600,12 @@ class _Converter:
         )
 
     def annotation(self, tree: Tree[Token], seen: list[ast.Annotation]) -> ast.Annotation:
-        key_tok = cast(Token, tree.children[0])
+        kids = tree.children  # `@`, key, and the value and `)` when present
+        key_tok = cast(Token, kids[1])
         key = str(key_tok)
         if any(a.key == key for a in seen):
             self.fail(key_tok, f"duplicate annotation `@{key}`")
-        value = self.string(cast(Token, tree.children[1])) if len(tree.children) > 1 else None
+        value = self.string(cast(Token, kids[2])) if len(kids) > 2 else None
         return ast.Annotation(key, value, self.span(tree))
 
     def condition(self, tree: Tree[Token]) -> ast.Condition:
@@ -666,7 +694,13 @@ class _Converter:
     def expr(self, node: Node) -> ast.Expr:
         if isinstance(node, Token):
             return self.token_expr(node)
-        return self.expr_handlers[node.data](node)
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            self.fail(node, f"expression is nested too deeply (more than {MAX_NESTING} levels)")
+        try:
+            return self.expr_handlers[node.data](node)
+        finally:
+            self.depth -= 1
 
     def token_expr(self, tok: Token) -> ast.Expr:
         t = tok.type
@@ -847,27 +881,27 @@ class _Converter:
         return ast.EntityLit(uid, self.span(tree))
 
     def call(self, tree: Tree[Token]) -> ast.Expr:
-        kids = tree.children
-        name = "::".join(str(k) for k in kids[:-1])
+        kids = tree.children  # name segments, args, `)`
+        name = "::".join(str(k) for k in kids[:-2])
         if name not in EXTENSION_FUNCTIONS:
             if name in BUILTIN_METHOD_ARITY or name in EXTENSION_METHODS:
                 self.fail(tree, f"`{name}` is a method, not a function: call it as `x.{name}(...)`")
             if RESERVED_NAMESPACE in name.split("::"):
-                self.path(kids[:-1], "a function name")
+                self.path(kids[:-2], "a function name")
             self.fail(tree, f"`{name}` is not a known extension function")
-        args = self.args(cast(Tree[Token], kids[-1]))
+        args = self.args(cast(Tree[Token], kids[-2]))
         return ast.ExtCall(name, args, self.span(tree))
 
     def paren(self, tree: Tree[Token]) -> ast.Expr:
         return self.expr(tree.children[0])
 
     def set_(self, tree: Tree[Token]) -> ast.Expr:
-        return ast.SetLit(self.args(cast(Tree[Token], tree.children[0])), self.span(tree))
+        return ast.SetLit(self.args(cast(Tree[Token], tree.children[1])), self.span(tree))
 
     def record(self, tree: Tree[Token]) -> ast.Expr:
         fields: list[tuple[str, ast.Expr]] = []
         seen: set[str] = set()
-        for init in tree.children:
+        for init in tree.children[1:-1]:  # between `{` and `}`
             init = cast(Tree[Token], init)
             key_tok = cast(Token, init.children[0])
             key = self.string(key_tok) if key_tok.type == "STR" else self.ident(key_tok, "a key")
@@ -893,9 +927,18 @@ def _parse_tree(src: _Source, start: str) -> Tree[Token]:
 
 
 def parse_policies(text: str, filename: str | None = None) -> list[ast.Policy]:
-    """All policies and templates of a ``.polang`` text, in source order."""
+    """All policies and templates of a ``.polang`` text, in source order.
+
+    Results are memoized per ``(text, filename)`` (the AST is immutable), because stores
+    and test corpora parse the same texts again and again.
+    """
+    return list(_parse_policies_cached(text, filename))
+
+
+@functools.lru_cache(maxsize=512)
+def _parse_policies_cached(text: str, filename: str | None) -> tuple[ast.Policy, ...]:
     src = _Source(text, filename)
-    return _Converter(src).policies(_parse_tree(src, "policies"))
+    return tuple(_Converter(src).policies(_parse_tree(src, "policies")))
 
 
 def parse_policy(text: str, filename: str | None = None) -> ast.Policy:
