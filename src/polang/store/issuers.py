@@ -248,12 +248,16 @@ def _parse_claim_mapping(value: object, ck: Checker, path: str) -> ClaimMapping 
             continue
         gpath = jpath(path, str(key))
         if key not in group_names:
+            hint = ""
+            if re.search(r"\(\?[a-z]*x", expr) and re.search(r"(?<!\\)#", expr):
+                hint = "; under (?x) an unescaped '#' starts a comment: write '\\#'"
             ck.add(
                 "issuer",
                 gpath,
                 f"{key!r} is not a named group of regex_expression (groups: "
                 + (", ".join(sorted(group_names)) or "none")
-                + ")",
+                + ")"
+                + hint,
             )
             continue
         g = ck.obj(spec, gpath, "an object {attr, type}")
