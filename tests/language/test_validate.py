@@ -344,7 +344,7 @@ def test_unknown_names_point_at_the_name(schema: Schema) -> None:
     text = f'{P}\nwhen {{ principal == Usr::"a" }};'
     [f] = findings(text, schema)
     assert f.message == "unknown entity type `Usr`; did you mean `User`?"
-    assert (f.span.line, f.span.column) == (2, 21)  # type: ignore[union-attr]
+    assert f.span is not None and (f.span.line, f.span.column) == (2, 21)
 
 
 def test_unknown_action_suggestion(schema: Schema) -> None:

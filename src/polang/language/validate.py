@@ -92,6 +92,12 @@ def _literal_check(kind: str, text: str) -> str | None:
     return None
 
 
+def _index(schema: sm.Schema) -> SchemaIndex:
+    """The checker's view of ``schema``, built once and kept with the (immutable) schema."""
+    index: SchemaIndex = schema._cached("validate.SchemaIndex", lambda: SchemaIndex(schema))
+    return index
+
+
 def validate_policies(
     policies: list[ast.Policy] | Mapping[str, ast.Policy],
     schema: sm.Schema,
@@ -106,7 +112,7 @@ def validate_policies(
     condition is false for every request the schema allows), which do not make a policy
     set invalid.
     """
-    index = SchemaIndex(schema)
+    index = _index(schema)
     out: list[ValidationFinding] = []
     for pid, policy in _named(policies):
         result = check_policy(index, policy, _literal_check)
@@ -229,48 +235,14 @@ def _uid_problem(index: SchemaIndex, uid: EntityUID) -> tuple[str, str] | None:
 
 def validate_entities(store: EntityStore, schema: sm.Schema) -> list[ValidationFinding]:
     """Check every entity against its type in ``schema`` (all problems, not the first)."""
-    index = SchemaIndex(schema)
-    ancestors = _ancestor_types(schema)
+    index = _index(schema)
     out: list[ValidationFinding] = []
     for entity in store:
-        out.extend(_check_entity(index, schema, ancestors, entity))
+        out.extend(_check_entity(index, schema, entity))
     return out
 
 
-def _ancestor_types(schema: sm.Schema) -> dict[str, set[str]]:
-    """For each entity type, the types its entities may have as (transitive) ancestors."""
-    out: dict[str, set[str]] = {}
-    for name in schema.entity_types:
-        seen: set[str] = set()
-        stack = list(schema.entity_types[name].member_of)
-        while stack:
-            p = stack.pop()
-            if p not in seen:
-                seen.add(p)
-                et = schema.entity_types.get(p)
-                if et is not None:
-                    stack.extend(et.member_of)
-        out[name] = seen
-    return out
-
-
-def _action_ancestors(schema: sm.Schema, uid: EntityUID) -> set[EntityUID]:
-    seen: set[EntityUID] = set()
-    ad = schema.actions.get(uid)
-    stack = list(ad.member_of) if ad is not None else []
-    while stack:
-        p = stack.pop()
-        if p not in seen:
-            seen.add(p)
-            pd = schema.actions.get(p)
-            if pd is not None:
-                stack.extend(pd.member_of)
-    return seen
-
-
-def _check_entity(
-    index: SchemaIndex, schema: sm.Schema, ancestors: dict[str, set[str]], e: Entity
-) -> list[ValidationFinding]:
+def _check_entity(index: SchemaIndex, schema: sm.Schema, e: Entity) -> list[ValidationFinding]:
     uid = e.uid
     where = str(uid)
     found: list[ValidationFinding] = []
@@ -283,7 +255,7 @@ def _check_entity(
         if ad is None:
             add("undeclared_action", "this action is not declared in the schema")
             return found
-        allowed = _action_ancestors(schema, uid)
+        allowed = schema.action_ancestors(uid)
         if e.attrs or e.tags:
             add("action_mismatch", "actions cannot have attributes or tags")
         extra = [p for p in e.parents if p not in allowed]
@@ -332,7 +304,7 @@ def _check_entity(
             if p is not None:
                 add(p[0], f"in attribute `{name}`: {p[1]}")
 
-    allowed_parents = ancestors.get(uid.type, set())
+    allowed_parents = schema.ancestor_types(uid.type)
     for parent in sorted(e.parents):
         p = _uid_problem(index, parent)
         if p is not None:
@@ -378,7 +350,7 @@ def validate_request(
     """Check a request against the schema: the action is declared, the principal and
     resource types are ones its ``appliesTo`` allows, and the context has its context type.
     ``None`` for principal, resource or context skips that part."""
-    index = SchemaIndex(schema)
+    index = _index(schema)
     out: list[ValidationFinding] = []
 
     def add(kind: str, path: str, message: str) -> None:
