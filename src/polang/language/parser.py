@@ -319,7 +319,10 @@ class _Source:
             return self.error(e.line, e.column, msg)
         if isinstance(e, UnexpectedToken):
             tok = e.token
-            if tok.type == "$END":
+            if tok.type == "$END" and tok.end_line is not None and tok.end_column is not None:
+                # lark gives the end token the position of the last real token
+                line, col = tok.end_line, tok.end_column
+            elif tok.type == "$END":
                 line, col = self._end_position()
             else:
                 line, col = tok.line or 1, tok.column or 1
@@ -339,42 +342,8 @@ class _Source:
         return self.error(1, 1, str(e))  # pragma: no cover - lark has no other kinds
 
     def _end_position(self) -> tuple[int, int]:
-        """Just after the last non-blank, non-comment character (where a token is missing)."""
-        text = self.text
-        i = len(text)
-        # Step back over trailing whitespace and line comments.
-        while True:
-            j = i
-            while j > 0 and text[j - 1].isspace():
-                j -= 1
-            line_start = text.rfind("\n", 0, j) + 1
-            k = _comment_start(text, line_start, j)
-            if k is None:
-                i = j
-                break
-            i = k
-        if i == 0:
-            return 1, 1
-        return self.position(i)
-
-
-def _comment_start(text: str, line_start: int, line_end: int) -> int | None:
-    """Offset of a `//` comment on this line (outside string literals), if any."""
-    in_str = False
-    i = line_start
-    while i < line_end:
-        c = text[i]
-        if in_str:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
-        elif c == "/" and i + 1 < line_end and text[i + 1] == "/":
-            return i
-        i += 1
-    return None
+        """Where the text ends (used when the input has no token to point at)."""
+        return self.position(len(self.text.rstrip()))
 
 
 # ---------------------------------------------------------------- tree -> AST
