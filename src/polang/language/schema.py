@@ -399,7 +399,15 @@ class _RRecord:
     loc: _Loc
 
 
-_RType = _RName | _RSet | _RRecord | PrimType
+@dataclass(slots=True)
+class _RPrim:
+    """A primitive named by a JSON keyword (``Long``, ``String``, ``Boolean``)."""
+
+    type: PrimType
+    loc: _Loc
+
+
+_RType = _RName | _RSet | _RRecord | _RPrim
 
 
 @dataclass(slots=True)
@@ -541,8 +549,8 @@ class _Resolver:
     # ------------------------------------------------------------ types
 
     def _type(self, ns: str, t: _RType) -> SchemaType:
-        if isinstance(t, PrimType):
-            return t
+        if isinstance(t, _RPrim):
+            return t.type
         if isinstance(t, _RSet):
             return SetType(self._type(ns, t.element))
         if isinstance(t, _RRecord):
@@ -605,7 +613,7 @@ class _Resolver:
             resolved = self._type(ns, e.shape)
             if not isinstance(resolved, RecordType):
                 raise self.src.error(
-                    _loc_of(e.shape, e.loc),
+                    e.shape.loc,
                     f"the shape of entity type `{fq}` must be a record type, not `{resolved}`",
                 )
             shape = resolved
@@ -623,7 +631,7 @@ class _Resolver:
             resolved = self._type(ns, a.applies.context)
             if not isinstance(resolved, RecordType):
                 raise self.src.error(
-                    _loc_of(a.applies.context, a.loc),
+                    a.applies.context.loc,
                     f"the context of action `{uid}` must be a record type, not `{resolved}`",
                 )
             context = resolved
@@ -688,10 +696,6 @@ def _undefined(r: _RName) -> str:
     if r.kind == "ext":
         return f"unknown extension type `{r.name}`"
     return f"undefined type `{r.name}`"
-
-
-def _loc_of(t: _RType, default: _Loc) -> _Loc:
-    return default if isinstance(t, PrimType) else t.loc
 
 
 def _unique(items: Any) -> list[Any]:
@@ -1321,7 +1325,7 @@ class _JsonReader:
             if k not in allowed:
                 raise self._err(json_path(path, k), f"unexpected field `{k}` for type `{kind}`")
         if kind in _JSON_PRIMITIVES:
-            return _JSON_PRIMITIVES[kind]
+            return _RPrim(_JSON_PRIMITIVES[kind], loc)
         if kind == "Set":
             return _RSet(
                 self._type(self._require(obj, "element", path), json_path(path, "element")), loc
