@@ -237,7 +237,7 @@ literals = st.one_of(
 )
 leaves = st.one_of(
     literals,
-    st.sampled_from(["principal", "action", "resource", "context"]).map(Var),
+    st.sampled_from([Var("principal"), Var("action"), Var("resource"), Var("context")]),
     entity_uids.map(EntityLit),
 )
 patterns = st.lists(st.one_of(chars, st.just(WILDCARD), st.just("*")), max_size=5).map(tuple)
