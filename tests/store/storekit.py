@@ -168,7 +168,9 @@ class Route:
         content_type: str = "application/octet-stream",
         delay: float = 0.0,
         send_length: bool = True,
+        fail_first: int = 0,
     ) -> None:
+        self.fail_first = fail_first  # answer 503 this many times before the real answer
         self.body = body
         self.status = status
         self.content_type = content_type
@@ -198,8 +200,12 @@ class StoreServer:
                 route.hits += 1
                 if route.delay:
                     time.sleep(route.delay)
+                status = route.status
+                if route.fail_first > 0:
+                    route.fail_first -= 1
+                    status = 503
                 try:
-                    self.send_response(route.status)
+                    self.send_response(status)
                     self.send_header("Content-Type", route.content_type)
                     if route.send_length:
                         self.send_header("Content-Length", str(len(route.body)))
@@ -213,7 +219,9 @@ class StoreServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self.thread.start()
 
     @property
