@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polang.language.schema import (
@@ -64,6 +64,7 @@ json_values = st.recursive(
 )
 
 
+@settings(max_examples=60)
 @given(json_values)
 def test_every_claim_becomes_a_set_of_strings(v: Any) -> None:
     tag = tag_value(v)

@@ -6,7 +6,7 @@ import base64
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polang.tokens import TokenInput, TokenProcessor
@@ -33,6 +33,7 @@ json_values = st.recursive(
 )
 
 
+@settings(max_examples=60)
 @given(json_values, json_values)
 def test_arbitrary_json_parts_only_ever_drop(header: object, payload: object) -> None:
     token = f"{b64(header)}.{b64(payload)}.c2ln"
@@ -44,6 +45,7 @@ def test_arbitrary_json_parts_only_ever_drop(header: object, payload: object) ->
         assert isinstance(d.header, dict) and isinstance(d.payload, dict)
 
 
+@settings(max_examples=60)
 @given(
     st.dictionaries(
         st.sampled_from(["iss", "sub", "aud", "exp", "nbf", "iat", "jti", "x"]), json_values
