@@ -177,16 +177,22 @@ def test_failing_callbacks_do_not_stop_the_refresher(server: StoreServer) -> Non
     def boom(store: PolicyStore) -> None:
         raise RuntimeError("engine is busy")
 
-    r = StoreRefresher(source, FAST, boom, errors.append)
-    assert r.refresh_now() is True
-    assert "engine is busy" in str(errors[-1])
+    first = source.load(FAST)
+    r = StoreRefresher(source, FAST, boom, errors.append, current=first)
     route.body = archive(extra_policy=True)
+    # the consumer refused the new store: reported, and the current store stays
+    assert r.refresh_now() is False
+    assert "engine is busy" in str(errors[-1])
+    assert r.current is first
+    assert r.refresh_now() is False  # tried again next time
+    assert len(errors) == 2
 
     def broken_sink(e: PolangError) -> None:
         raise RuntimeError("log is down")
 
     r2 = StoreRefresher(source, FAST, boom, broken_sink)
-    assert r2.refresh_now() is True  # the broken error sink is ignored, not raised
+    assert r2.refresh_now() is False  # the broken error sink is ignored, not raised
+    assert r2.failures == 1
 
 
 def test_interval_zero_never_starts() -> None:

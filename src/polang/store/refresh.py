@@ -25,8 +25,10 @@ class StoreRefresher:
 
     ``on_update(store)`` is called with each new store that loads in full and differs
     from the current one (same digest: same input, nothing to do). ``on_error(error)``
-    is called when a reload fails; the current store stays. Callback errors are caught
-    and reported through ``on_error`` so the thread never dies.
+    is called when a reload fails; the current store stays. When ``on_update`` raises
+    (the consumer's own checks refuse the store), that is reported the same way and the
+    store does not become current, so it is tried again at the next interval. Callback
+    errors never kill the thread.
     """
 
     def __init__(
@@ -98,12 +100,17 @@ class StoreRefresher:
                 return False
             if self._stop.is_set():
                 return False
-            self._current = store
-            self.refreshes += 1
             try:
                 self._on_update(store)
-            except Exception as e:
-                self._report(PolicyStoreError(f"the store update callback failed: {e}"))
+            except Exception as e:  # the consumer refused it: the current store stays
+                self._report(
+                    e
+                    if isinstance(e, PolangError)
+                    else PolicyStoreError(f"the store update callback failed: {e}")
+                )
+                return False
+            self._current = store
+            self.refreshes += 1
             return True
 
     def _report(self, error: PolangError) -> None:
