@@ -1121,28 +1121,54 @@ def check_policy(
 ) -> PolicyResult:
     """Every check of the strict validator on one policy or template."""
     issues: list[Issue] = []
-    low = Lowering()
-    cond = low.condition(policy)
-    body = [low.expr(c.body) for c in policy.conditions]
+    cond = Lowering().condition(policy)
+    # cond is `principal_part && (action_part && (resource_part && body))`
+    p_part, rest = cond.args
+    a_part, rest = rest.args
+    r_part, body = rest.args
     issues.extend(_check_names(index, policy, body))
     app = _check_application(index, policy)
     if app is not None:
         issues.append(app)
 
-    all_false = True
     seen: set[Issue] = set()
+
+    def report(found: list[Issue]) -> None:
+        for i in found:
+            if i not in seen:
+                seen.add(i)
+                issues.append(i)
+
+    # Each scope part is typed by one component of the environment alone (and never uses
+    # capabilities), so its answer is computed once per principal type, action or
+    # resource type. When a part is `false`, `&&` never looks further: the environment
+    # is impossible and the body is not typed there, exactly as the full expression gives.
+    memo: dict[tuple[int, object], tuple[Answer, list[Issue]]] = {}
+
+    def part(node: Node, key: object, env: Env) -> Answer:
+        k = (node.key, key)
+        got = memo.get(k)
+        if got is None:
+            found: list[Issue] = []
+            ans = EnvChecker(index, env, found, literal_check).expect(EMPTY, node, ONLY_BOOL)
+            got = memo[k] = (ans, found)
+        report(got[1])
+        return got[0]
+
+    all_false = True
     for base in index.envs:
         for env in link_envs(index, policy, base) if policy.slots else (base,):
+            if part(p_part, (env.principal, env.principal_slot), env).ty == FALSE:
+                continue
+            if part(a_part, env.action, env).ty == FALSE:
+                continue
+            if part(r_part, (env.resource, env.resource_slot), env).ty == FALSE:
+                continue
             env_issues: list[Issue] = []
             ans = EnvChecker(index, env, env_issues, literal_check).expect(EMPTY, cond, ONLY_BOOL)
-            if ans.ty == FALSE:
-                pass  # impossible in this environment; its issues still count
-            else:
+            if ans.ty != FALSE:
                 all_false = False
-            for i in env_issues:
-                if i not in seen:
-                    seen.add(i)
-                    issues.append(i)
+            report(env_issues)
     return PolicyResult(issues, all_false)
 
 
@@ -1155,7 +1181,7 @@ def _scope_names(c: ast.ScopeConstraint) -> list[str]:
     return out
 
 
-def _check_names(index: SchemaIndex, policy: ast.Policy, body: list[Node]) -> list[Issue]:
+def _check_names(index: SchemaIndex, policy: ast.Policy, body: Node) -> list[Issue]:
     """Unknown entity types and actions, and ids outside an enumerated type."""
     type_refs: list[tuple[str, Span]] = []
     uid_refs: list[tuple[EntityUID, Span]] = []
@@ -1167,13 +1193,12 @@ def _check_names(index: SchemaIndex, policy: ast.Policy, body: list[Node]) -> li
     for uid in policy.action.entities:
         type_refs.append((uid.type, policy.action.span))
         uid_refs.append((uid, policy.action.span))
-    for root in body:
-        for node in walk(root):
-            if node.kind == "euid":
-                type_refs.append((node.data.type, node.span))
-                uid_refs.append((node.data, node.span))
-            elif node.kind == "is":
-                type_refs.append((node.data, node.span))
+    for node in walk(body):
+        if node.kind == "euid":
+            type_refs.append((node.data.type, node.span))
+            uid_refs.append((node.data, node.span))
+        elif node.kind == "is":
+            type_refs.append((node.data, node.span))
 
     issues: list[Issue] = []
     for name, span in type_refs:
