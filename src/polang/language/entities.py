@@ -377,17 +377,16 @@ def _action_entity(
         raise _Bad(attrs_path, f"action `{uid}` cannot have attributes")
     if tags:
         raise _Bad(tags_path, f"action `{uid}` cannot have tags")
-    # The file may list direct parents or their closure: both mean the same hierarchy.
+    # As in Cedar, the file lists the action's ancestors: all of them, as the schema says.
     given = {p for p, _ in parent_uids}
-    reach = set(given)
-    for p in given:
-        reach |= schema.action_ancestors(p)
-    if reach != schema.action_ancestors(uid):
-        want = ", ".join(str(p) for p in sorted(action.member_of)) or "none"
+    ancestors = schema.action_ancestors(uid)
+    if given != ancestors:
+        want = ", ".join(str(p) for p in sorted(ancestors)) or "none"
         got = ", ".join(str(p) for p in sorted(given)) or "none"
         raise _Bad(
             parents_path,
-            f"the parents of action `{uid}` must agree with the schema ({want}), not {got}",
+            f"the parents of action `{uid}` must be its ancestors in the schema ({want}), "
+            f"not {got}",
         )
     return Entity(uid, {}, set(action.member_of), {})
 
