@@ -145,7 +145,7 @@ class Schema:
     namespaces: tuple[str, ...] = ()
     namespace_annotations: dict[str, Annotations] = field(default_factory=dict)
     common_type_annotations: dict[str, Annotations] = field(default_factory=dict)
-    _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    _cache: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def action_types(self) -> set[str]:
         return {uid.type for uid in self.actions}
@@ -1112,6 +1112,8 @@ def parse_schema(text: str, filename: str | None = None) -> Schema:
     inconsistency (undefined or duplicate names, cycles, reserved names...).
     """
     src = _Source(filename)
+    if text.startswith("\ufeff"):
+        text = text[1:]  # a byte-order mark is not part of the schema
     try:
         tree = _lark_parser().parse(text)
     except UnexpectedInput as e:
