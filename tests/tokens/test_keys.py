@@ -104,19 +104,51 @@ def test_without_cache_control_the_default_interval_applies(
     assert provider.requests[provider.jwks_path] == 2
 
 
-def test_configured_refresh_interval_overrides_cache_control(
+def test_configured_refresh_interval_applies_without_cache_control(
+    provider: OidcProvider,
+    make_processor: Callable[..., TokenProcessor],
+    clock: FakeClock,
+) -> None:
+    proc = make_processor(
+        {"acme": issuer_record(provider)}, token_cache_capacity=0, jwks_refresh_interval=600
+    )
+    assert run(proc, provider.token()) == "ok"
+    clock.advance(599)
+    assert run(proc, provider.token()) == "ok"
+    assert provider.requests[provider.jwks_path] == 1
+    clock.advance(2)
+    assert run(proc, provider.token()) == "ok"
+    assert provider.requests[provider.jwks_path] == 2
+
+
+def test_cache_control_wins_over_the_configured_interval(
     make_provider: Callable[..., OidcProvider],
     make_processor: Callable[..., TokenProcessor],
     clock: FakeClock,
 ) -> None:
-    p = make_provider("/cfg", jwks_cache_control="max-age=5")
+    p = make_provider("/cfg", jwks_cache_control="max-age=60")
     proc = make_processor(
         {"acme": issuer_record(p)}, token_cache_capacity=0, jwks_refresh_interval=600
     )
     assert run(proc, p.token()) == "ok"
-    clock.advance(300)
+    clock.advance(61)
     assert run(proc, p.token()) == "ok"
+    assert p.requests[p.jwks_path] == 2
+
+
+def test_no_store_refetches_at_most_once_per_cooldown(
+    make_provider: Callable[..., OidcProvider],
+    make_processor: Callable[..., TokenProcessor],
+    clock: FakeClock,
+) -> None:
+    p = make_provider("/ns", jwks_cache_control="no-store")
+    proc = make_processor({"acme": issuer_record(p)}, token_cache_capacity=0)
+    for _ in range(3):
+        assert run(proc, p.token()) == "ok"
     assert p.requests[p.jwks_path] == 1
+    clock.advance(30)
+    assert run(proc, p.token()) == "ok"
+    assert p.requests[p.jwks_path] == 2
 
 
 def test_a_failed_refresh_keeps_the_last_good_keys(

@@ -2,7 +2,7 @@
 
 One :class:`IssuerKeys` per issuer holds what was learned over the network: the
 discovery document's ``issuer`` and ``jwks_uri``, and the last good key set. Keys are
-cached (Cache-Control ``max-age`` or ``ENGINE_JWKS_REFRESH_INTERVAL``); a token whose
+cached (Cache-Control ``max-age``, else ``ENGINE_JWKS_REFRESH_INTERVAL``); a token whose
 ``kid`` is unknown triggers at most one refetch per ``ENGINE_JWKS_MIN_REFRESH_INTERVAL``;
 a failed refresh keeps the last good keys. Issuers listed in ``ENGINE_LOCAL_JWKS`` use
 those keys and are never discovered.
@@ -315,12 +315,10 @@ class IssuerKeys:
         except KeyLookupError as e:
             self._last_error = e
             return
-        ttl: float
-        if self._ts.jwks_refresh_interval is not None:
-            ttl = self._ts.jwks_refresh_interval
-        else:
-            max_age = cache_control_max_age(result.headers)
-            ttl = DEFAULT_JWKS_REFRESH if max_age is None else max_age
+        max_age = cache_control_max_age(result.headers)
+        ttl = self._ts.jwks_refresh_interval if max_age is None else max_age
+        if ttl is None:
+            ttl = DEFAULT_JWKS_REFRESH
         self._keys = keys
         self._expires_at = now + ttl
         self._last_error = None

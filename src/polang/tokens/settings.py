@@ -370,9 +370,10 @@ class IssuerSettings:
 class TokenSettings:
     """The ``ENGINE_*`` values token handling reads (see the configuration table).
 
-    ``jwks_refresh_interval`` of ``None`` means: the JWKS response's Cache-Control
-    ``max-age``, else 3600 s. ``ssl_context`` replaces the default trust (system store
-    plus ``SSL_CERT_FILE``) for embedders and tests.
+    A JWKS response's Cache-Control ``max-age`` wins over ``jwks_refresh_interval``,
+    which applies when the response has none (``None``: 3600 s). ``ssl_context``
+    replaces the default trust (system store plus ``SSL_CERT_FILE``) for embedders and
+    tests.
     """
 
     sig_validation: bool = True
