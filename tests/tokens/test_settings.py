@@ -253,3 +253,24 @@ def test_settings_from_engine_properties() -> None:
 def test_bad_engine_properties(props: dict[str, Any], fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment):
         TokenSettings.from_properties(props)
+
+
+def test_null_fields_mean_not_given() -> None:
+    i = IssuerSettings.from_dict(
+        "acme",
+        issuer(
+            description=None,
+            token_metadata={
+                "access_token": {
+                    "entity_type_name": None,
+                    "role_mapping": None,
+                    "trusted": None,
+                    "claim_mapping": {"c": {"parser": "json", "type": "A::B", "extra": None}},
+                }
+            },
+        ),
+    )
+    m = i.token_metadata["access_token"]
+    assert m.entity_type_name == "Svc::Access_token" and m.trusted
+    assert m.role_mapping == ("role",) and not m.role_mapping_explicit
+    assert m.claim_mapping["c"].parser == "json"

@@ -90,6 +90,11 @@ def _want_str_list(v: object, path: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _present(d: Mapping[str, Any]) -> dict[str, Any]:
+    """A record without its ``null`` fields: ``null`` means "not given" (the default)."""
+    return {k: v for k, v in d.items() if v is not None}
+
+
 def _check_keys(d: Mapping[str, Any], allowed: tuple[str, ...], path: str) -> None:
     for k in d:
         if k not in allowed:
@@ -138,6 +143,7 @@ class ClaimMapping:
     def from_dict(cls, d: object, path: str) -> ClaimMapping:
         if not isinstance(d, dict):
             raise _fail(path, f"expected an object, got {_describe(d)}")
+        d = _present(d)
         if "parser" not in d:
             raise _fail(path, "missing field 'parser' (regex or json)")
         parser = d["parser"]
@@ -229,6 +235,7 @@ class TokenMetadata:
         """Validate one JSON record. ``token_name`` supplies the spec's default type name."""
         if not isinstance(d, dict):
             raise _fail(path, f"expected an object, got {_describe(d)}")
+        d = _present(d)
         _check_keys(d, _METADATA_FIELDS, path)
         if "entity_type_name" in d:
             etn = _want_str(d, "entity_type_name", path)
@@ -312,6 +319,7 @@ class IssuerSettings:
         path = path or f"trusted_issuers.{issuer_id}"
         if not isinstance(d, dict):
             raise _fail(path, f"expected an object, got {_describe(d)}")
+        d = _present(d)
         if "tokens_metadata" in d:
             raise _fail(
                 f"{path}.tokens_metadata",
