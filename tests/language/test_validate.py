@@ -588,3 +588,14 @@ def test_validity_agrees_with_cedarpy(schema: Schema, scope: str, body: str) -> 
         [str(f) for f in ours],
         [str(e) for e in theirs.errors],
     )
+
+
+def test_long_operator_chains(schema: Schema) -> None:
+    """The parser bounds nesting, not chain length: long chains validate like short ones."""
+    chain = " && ".join(["principal.age > 1"] * 3000)
+    found = findings(f"{P} when {{ principal has age && {chain} }};", schema)
+    assert found == []
+    found = findings(f"{P} when {{ principal has age || {chain} }};", schema)
+    assert {f.kind for f in found} == {"unsafe_optional_attribute"}
+    total = " + ".join(["resource.level"] * 3000)
+    assert findings(f"{P} when {{ {total} > 0 }};", schema) == []

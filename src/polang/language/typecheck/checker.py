@@ -16,6 +16,7 @@ so the findings come out in source order.
 from __future__ import annotations
 
 import difflib
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -617,8 +618,19 @@ class EnvChecker:
         return then(self.expect(caps, cond, ONLY_BOOL), after_test)
 
     def tc_and(self, caps: Caps, e: Node) -> Answer:
-        left, right = e.args
-        la = self.expect(caps, left, ONLY_BOOL)
+        # `a && b && c` is `(a && b) && c`: walk the left spine iteratively, so long
+        # chains do not recurse once per operand
+        rights: list[Node] = []
+        node = e
+        while node.kind == "and":
+            rights.append(node.args[1])
+            node = node.args[0]
+        la = self.expect(caps, node, ONLY_BOOL)
+        for right in reversed(rights):
+            la = self._and_step(caps, la, right)
+        return la
+
+    def _and_step(self, caps: Caps, la: Answer, right: Node) -> Answer:
         tl = la.ty
         if tl == FALSE:
             return OK_FALSE if la.ok else FAIL_FALSE  # short-circuit: the right is never run
@@ -639,8 +651,17 @@ class EnvChecker:
         return r if (la.ok and ra.ok) else Answer(False, r.ty)
 
     def tc_or(self, caps: Caps, e: Node) -> Answer:
-        left, right = e.args
-        la = self.expect(caps, left, ONLY_BOOL)
+        rights: list[Node] = []
+        node = e
+        while node.kind == "or":
+            rights.append(node.args[1])
+            node = node.args[0]
+        la = self.expect(caps, node, ONLY_BOOL)
+        for right in reversed(rights):
+            la = self._or_step(caps, la, right)
+        return la
+
+    def _or_step(self, caps: Caps, la: Answer, right: Node) -> Answer:
         tl = la.ty
         if tl == TRUE:
             return la
@@ -1116,10 +1137,34 @@ def link_envs(index: SchemaIndex, policy: ast.Policy, env: Env) -> Iterator[Env]
             yield Env(env.principal, env.action, env.resource, env.context, ps, rs)
 
 
+MAX_RECURSION = 200_000
+
+
 def check_policy(
     index: SchemaIndex, policy: ast.Policy, literal_check: LiteralChecker
 ) -> PolicyResult:
-    """Every check of the strict validator on one policy or template."""
+    """Every check of the strict validator on one policy or template.
+
+    The checker recurses over the expression. The parser bounds nesting but not the length
+    of operator chains (``1 + 1 + ... + 1``), so a very long chain may need more than
+    Python's default recursion limit: the limit is then raised (Python-to-Python calls
+    use no C stack) and the policy checked again.
+    """
+    while True:
+        try:
+            return _check_policy(index, policy, literal_check)
+        except RecursionError:
+            limit = sys.getrecursionlimit()
+            if limit >= MAX_RECURSION:
+                span = policy.span if policy.span is not None else NO_SPAN
+                msg = "the policy is too deeply nested to validate; split its conditions"
+                return PolicyResult([Issue("too_deep", msg, span)], False)
+            sys.setrecursionlimit(min(limit * 4, MAX_RECURSION))
+
+
+def _check_policy(
+    index: SchemaIndex, policy: ast.Policy, literal_check: LiteralChecker
+) -> PolicyResult:
     issues: list[Issue] = []
     cond = Lowering().condition(policy)
     # cond is `principal_part && (action_part && (resource_part && body))`
