@@ -119,10 +119,14 @@ class _Printer:
         names = {_split(n)[0] for n in (*self.schema.entity_types, *self.schema.common_types)}
         names |= {_split(u.type)[0] for u in self.schema.actions}
         names |= set(self.schema.namespaces)
+        # declaration order (the model keeps it), then anything not listed
+        order = [n for n in self.schema.namespaces if n in names]
+        order += sorted(names - set(order))
         blocks: list[str] = []
-        if "" in names:
-            blocks.extend(self.namespace_body("", ""))
-        for ns in sorted(n for n in names if n):
+        for ns in order:
+            if not ns:
+                blocks.extend(self.namespace_body("", ""))
+                continue
             ann = "".join(
                 f"{a}\n" for a in _annotations(self.schema.namespace_annotations.get(ns, ()))
             )
