@@ -198,7 +198,7 @@ SCHEMA = Schema(
 )
 
 
-def test_claims_split_into_attributes_and_tags() -> None:
+def test_declared_and_mapped_claims_are_attributes_as_well_as_tags() -> None:
     shape = SCHEMA.entity_types["Acme::Access_token"].shape
     claims = {
         "scope": "read write",
@@ -218,7 +218,16 @@ def test_claims_split_into_attributes_and_tags() -> None:
         "address": RecordValue({"city": "Oslo", "zip": 150}),
         "lvl": RecordValue({"level": 2, "flagged": True}),
     }
-    assert tags == {"sub": SetValue(["ann"]), "groups": SetValue(["a", "b"])}
+    # every claim is also a tag (policies may use either form)
+    assert tags == {
+        "scope": SetValue(["read write"]),
+        "iat": SetValue(["100"]),
+        "email": SetValue(["ann@example.com"]),
+        "address": SetValue(['{"city": "Oslo", "zip": 150}']),
+        "lvl": SetValue(["L2#y"]),
+        "sub": SetValue(["ann"]),
+        "groups": SetValue(["a", "b"]),
+    }
 
 
 def test_unmatched_mapping_leaves_the_claim_a_tag() -> None:

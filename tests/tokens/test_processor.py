@@ -299,7 +299,8 @@ def test_schema_declared_claims_become_attributes(
     assert e.attrs["iat"] == int(clock.now)
     assert e.attrs["sub"] == "user-1"
     assert e.attrs["email"] == RecordValue({"uid": "ann", "domain": "example.com"})
-    assert "scope" not in e.tags and "sub" not in e.tags
+    assert e.tags["scope"] == SetValue(["read"]) and e.tags["sub"] == SetValue(["user-1"])
+    assert e.tags["email"] == SetValue(["ann@example.com"])
     assert e.tags["name"] == SetValue(["Ann"]) and e.tags["aud"] == SetValue(["client-1"])
 
 

@@ -1,8 +1,8 @@
 """Claims to language values: schema-typed attributes, ``Set<String>`` tags, claim mappings.
 
-A claim the schema declares as an attribute of the token's entity type is converted to
-the declared type; a claim with a ``claim_mapping`` is parsed first (``regex`` or
-``json``). Every other claim becomes a tag holding a set of strings.
+Every claim becomes a tag holding a set of strings. A claim the schema declares as an
+attribute of the token's entity type is also an attribute, converted to the declared
+type; a claim with a ``claim_mapping`` is parsed first (``regex`` or ``json``).
 """
 
 from __future__ import annotations
@@ -239,13 +239,21 @@ def claim_attributes(
     schema: Schema | None,
     reserved: frozenset[str],
 ) -> tuple[dict[str, Value], dict[str, Value]]:
-    """Split claims into (attributes, tags) for a token entity."""
+    """(attributes, tags) of a token entity from its claims.
+
+    Every claim is a tag; a claim the schema declares as an attribute, or one with a
+    claim mapping, is an attribute as well (the spec lists the same claims, ``scope``,
+    ``aud``..., both as tags and as optional attributes).
+    """
     attrs: dict[str, Value] = {}
     tags: dict[str, Value] = {}
     declared = shape.attributes if shape is not None else {}
     for name, raw in claims.items():
         if name in reserved:
             continue
+        tag = tag_value(raw)
+        if tag is not None:
+            tags[name] = tag
         where = f"claim {name!r}"
         mapping = mappings.get(name)
         attr = declared.get(name)
@@ -259,13 +267,8 @@ def claim_attributes(
                     if target is not None and isinstance(mapped, list):
                         target = SetType(target)
                 attrs[name] = to_value(mapped, target, where)
-                continue
         elif attr is not None and raw is not None:
             attrs[name] = to_value(raw, attr.type, where)
-            continue
-        tag = tag_value(raw)
-        if tag is not None:
-            tags[name] = tag
     return attrs, tags
 
 
