@@ -5,13 +5,20 @@ the typed model; ``validate_policies`` is the strict validator.
 """
 
 from polang.language.entities import parse_entities
-from polang.language.parser import parse_policies
+from polang.language.format import format_expr, format_policies, format_policy
+from polang.language.parser import parse_entity_uid, parse_expression, parse_policies, parse_policy
 from polang.language.schema import parse_schema, parse_schema_json
 from polang.language.validate import validate_policies
 
 __all__ = [
+    "format_expr",
+    "format_policies",
+    "format_policy",
     "parse_entities",
+    "parse_entity_uid",
+    "parse_expression",
     "parse_policies",
+    "parse_policy",
     "parse_schema",
     "parse_schema_json",
     "validate_policies",

@@ -35,12 +35,26 @@ NO_SPAN = Span(0, 0, 0, 0)
 # ---------------------------------------------------------------- expressions
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Lit:
-    """A Bool, Long or String literal (negative Long literals are folded: ``-5``)."""
+    """A Bool, Long or String literal (negative Long literals are folded: ``-5``).
+
+    Equality includes the value's type: Python's ``True == 1`` must not make the
+    literals ``true`` and ``1`` the same node.
+    """
 
     value: bool | int | str
     span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is Lit
+            and type(self.value) is type(other.value)
+            and self.value == other.value
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self.value), self.value))
 
 
 @dataclass(frozen=True, slots=True)
