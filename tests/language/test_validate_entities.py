@@ -456,6 +456,20 @@ def test_multi_issuer_schema_lists_each_missing_piece() -> None:
     ]
 
 
+def test_multi_issuer_context_check_can_be_limited_to_some_actions() -> None:
+    text = GOOD_MULTI.replace(
+        "  entity Workload;",
+        "  entity Workload;\n"
+        "  action local appliesTo { principal: [Workload], resource: [Workload] };",
+    )
+    s = parse_schema(text)
+    assert check_multi_issuer_schema(s, ["Acme"], []) == [
+        'the context of Acme::Action::"local" lacks the optional field `tokens`'
+    ]
+    call = EntityUID("Acme::Action", "call")
+    assert check_multi_issuer_schema(s, ["Acme"], [], actions=[call]) == []
+
+
 def test_multi_issuer_iss_must_name_its_own_trusted_issuer() -> None:
     text = GOOD_MULTI.replace("iss?: TrustedIssuer", "iss?: Other::TrustedIssuer")
     missing = check_multi_issuer_schema(parse_schema(text), ["Acme"], ["Acme::Access_token"])

@@ -433,7 +433,11 @@ def _namespace(name: str) -> str:
 
 
 def check_multi_issuer_schema(
-    schema: sm.Schema, issuer_names: list[str], token_entity_types: list[str]
+    schema: sm.Schema,
+    issuer_names: list[str],
+    token_entity_types: list[str],
+    *,
+    actions: Iterable[EntityUID] | None = None,
 ) -> list[str]:
     """Every piece the multi-issuer token structure needs that ``schema`` lacks.
 
@@ -441,7 +445,8 @@ def check_multi_issuer_schema(
     with their types, and every other attribute optional; each issuer's namespace needs a
     ``TrustedIssuer`` type with ``issuer_entity_id`` (a record of String ``host``,
     ``path``, ``protocol``); every action's context needs an optional ``tokens`` record
-    with a required Long ``total_token_count``. An empty list means the schema fits.
+    with a required Long ``total_token_count`` (only ``actions``' contexts when given:
+    the actions used for multi-issuer requests). An empty list means the schema fits.
     """
     missing: list[str] = []
     for name in issuer_names:
@@ -492,8 +497,9 @@ def check_multi_issuer_schema(
                     "the claims they have"
                 )
 
+    wanted = set(actions) if actions is not None else None
     for uid, ad in schema.actions.items():
-        if not ad.applies_to:
+        if not ad.applies_to or (wanted is not None and uid not in wanted):
             continue
         tokens = ad.context.attributes.get("tokens")
         if tokens is None:
