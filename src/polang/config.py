@@ -168,10 +168,13 @@ def _count(minimum: int = 0, what: str = "a count") -> Callable[[str, object], i
     return parse
 
 
-def _choice(choices: tuple[str, ...], *, upper: bool = False) -> Callable[[str, object], str]:
+def _choice(
+    choices: tuple[str, ...], *, upper: bool = False, aliases: Mapping[str, str] | None = None
+) -> Callable[[str, object], str]:
     def parse(key: str, value: object) -> str:
         if isinstance(value, str):
             v = value.strip().upper() if upper else value.strip().lower()
+            v = (aliases or {}).get(v, v)
             if v in choices:
                 return v
         raise _fail(key, value, "one of " + ", ".join(choices))
@@ -395,22 +398,22 @@ PROPERTIES: tuple[Property, ...] = (
     Property(
         "ENGINE_LOG_LEVEL",
         "log_level",
-        _choice(LOG_LEVELS, upper=True),
-        ", ".join(LOG_LEVELS),
+        _choice(LOG_LEVELS, upper=True, aliases={"WARNING": "WARN"}),
+        ", ".join(LOG_LEVELS) + " (WARNING is read as WARN)",
         "Lowest level of system log entries kept.",
     ),
     Property(
         "ENGINE_LOG_TTL",
         "log_ttl",
         _seconds(0),
-        "seconds >= 0",
+        "seconds >= 0 (0 = no expiry)",
         "How long the memory log keeps an entry.",
     ),
     Property(
         "ENGINE_LOG_MAX_ITEMS",
         "log_max_items",
-        _count(1, "a number of entries"),
-        "a whole number >= 1",
+        _count(0, "a number of entries"),
+        "a whole number >= 0 (0 = no limit)",
         "Most entries the memory log keeps.",
     ),
     Property(
