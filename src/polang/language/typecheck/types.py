@@ -248,40 +248,34 @@ HINT_NONE = "types must be exactly equal to be compatible"
 
 def is_subtype(t0: Type, t1: Type, strict: bool) -> bool:
     """``t0 <: t1``. Strict mode has depth subtyping only and no entity unions."""
-    c0, c1 = type(t0), type(t1)
-    if c0 is NeverType:
+    if isinstance(t0, NeverType):
         return True
-    if c0 is BoolType and c1 is BoolType:
-        return t0.kind == t1.kind or t1.kind == "any"  # type: ignore[attr-defined]
-    if c0 is not c1:
+    if isinstance(t0, BoolType):
+        return isinstance(t1, BoolType) and (t0.kind == t1.kind or t1.kind == "any")
+    if type(t0) is not type(t1):
         return False
-    if c0 is LongType or c0 is StringType:
+    if isinstance(t0, LongType | StringType):
         return True
-    if c0 is SetType:
-        e0, e1 = t0.element, t1.element  # type: ignore[attr-defined]
-        if e1 is None:
+    if isinstance(t0, SetType) and isinstance(t1, SetType):
+        if t1.element is None:
             return True
-        if e0 is None:
+        if t0.element is None:
             return False
-        return is_subtype(e0, e1, strict)
-    if c0 is RecordType:
-        r0: RecordType = t0  # type: ignore[assignment]
-        r1: RecordType = t1  # type: ignore[assignment]
-        if r0.open and not r1.open:
+        return is_subtype(t0.element, t1.element, strict)
+    if isinstance(t0, RecordType) and isinstance(t1, RecordType):
+        if t0.open and not t1.open:
             return False
-        if r1.open and not strict and _attrs_subtype(r0.attrs, r1.attrs, strict):
+        if t1.open and not strict and _attrs_subtype(t0.attrs, t1.attrs, strict):
             return True
-        return r0.attrs.keys() == r1.attrs.keys() and _attrs_subtype(r0.attrs, r1.attrs, strict)
-    if c0 is EntityType:
-        n0, n1 = t0.names, t1.names  # type: ignore[attr-defined]
+        return t0.attrs.keys() == t1.attrs.keys() and _attrs_subtype(t0.attrs, t1.attrs, strict)
+    if isinstance(t0, EntityType) and isinstance(t1, EntityType):
+        n0, n1 = t0.names, t1.names
         if n1 is None:
             return n0 is None or not strict
         if n0 is None:
             return False
         return n0 == n1 if strict else n0 <= n1
-    if c0 is ExtType:
-        return t0 == t1
-    return False
+    return t0 == t1  # extension types
 
 
 def _attrs_subtype(a0: Mapping[str, AttrType], a1: Mapping[str, AttrType], strict: bool) -> bool:
@@ -305,22 +299,18 @@ def lub(t0: Type, t1: Type, strict: bool = True) -> Type:
         return t1
     if is_subtype(t1, t0, strict):
         return t0
-    c0, c1 = type(t0), type(t1)
-    if c0 is BoolType and c1 is BoolType:
+    if isinstance(t0, BoolType) and isinstance(t1, BoolType):
         return BOOL
-    if c0 is SetType and c1 is SetType:
-        e0, e1 = t0.element, t1.element  # type: ignore[attr-defined]
-        if e0 is None or e1 is None:
+    if isinstance(t0, SetType) and isinstance(t1, SetType):
+        if t0.element is None or t1.element is None:
             return ANY_SET
-        return SetType(lub(e0, e1, strict))
-    if c0 is RecordType and c1 is RecordType:
-        r0: RecordType = t0  # type: ignore[assignment]
-        r1: RecordType = t1  # type: ignore[assignment]
-        attrs = _attrs_lub(r0.attrs, r1.attrs, strict)
-        is_open = r0.open or r1.open or set(attrs) != (set(r0.attrs) | set(r1.attrs))
+        return SetType(lub(t0.element, t1.element, strict))
+    if isinstance(t0, RecordType) and isinstance(t1, RecordType):
+        attrs = _attrs_lub(t0.attrs, t1.attrs, strict)
+        is_open = t0.open or t1.open or set(attrs) != (set(t0.attrs) | set(t1.attrs))
         return RecordType(attrs, open=is_open)
-    if c0 is EntityType and c1 is EntityType:
-        n0, n1 = t0.names, t1.names  # type: ignore[attr-defined]
+    if isinstance(t0, EntityType) and isinstance(t1, EntityType):
+        n0, n1 = t0.names, t1.names
         if n0 is not None and n1 is not None:
             if strict and n0 != n1:
                 raise LubError(HINT_ENTITY)
@@ -330,7 +320,7 @@ def lub(t0: Type, t1: Type, strict: bool = True) -> Type:
         if strict:
             raise LubError(HINT_ENTITY)
         return ANY_ENTITY
-    if {c0, c1} == {EntityType, RecordType}:
+    if {type(t0), type(t1)} == {EntityType, RecordType}:
         raise LubError(HINT_ENTITY_RECORD)
     raise LubError(HINT_NONE)
 
