@@ -328,3 +328,10 @@ def test_seconds_round_trip(x: float) -> None:
     c = Config.from_dict({"ENGINE_HTTP_REQUEST_TIMEOUT": x, "ENGINE_JWT_CLOCK_SKEW": repr(x)})
     assert c.http_request_timeout == x
     assert c.jwt_clock_skew == pytest.approx(x)
+
+
+def test_every_property_is_documented() -> None:
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text()
+    for key in known_keys():
+        assert f"### `{key}`" in doc, key
+        assert f"| `{key}` |" in doc, key
