@@ -369,6 +369,13 @@ def test_extension_literal_message(schema: Schema) -> None:
     assert f.message.startswith('ip("nope") is not a valid ipaddr value')
 
 
+def test_argument_count_message_counts_what_the_author_wrote(schema: Schema) -> None:
+    [f] = findings(f'{P} when {{ context.ip.isInRange(ip("1.2.3.4"), ip("1.2.3.4")) }};', schema)
+    assert f.message == "`.isInRange()` takes 1 argument besides its receiver, got 2"
+    [f] = findings(f'{P} when {{ context.ip == ip("1.2.3.4", "x") }};', schema)
+    assert f.message == "`ip()` takes 1 argument, got 2"
+
+
 def test_findings_are_reported_once_per_policy(schema: Schema) -> None:
     # `write` has four environments; the same mistake is one finding
     found = findings(f"{W} when {{ context.nope }};", schema)

@@ -88,7 +88,9 @@ def _literal_check(kind: str, text: str) -> str | None:
     try:
         construct(text)
     except EvaluationError as exc:
-        return exc.message
+        # the evaluator's message names the call; the finding names it already
+        prefix = f"error while evaluating `{extensions.CONSTRUCTOR_OF_TYPE[kind]}`: "
+        return exc.message.removeprefix(prefix)
     return None
 
 

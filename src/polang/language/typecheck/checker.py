@@ -242,6 +242,19 @@ class ExtFunction:
     args: tuple[Type, ...]
     ret: Type
     literal_kind: str | None = None  # constructors: what the string literal must parse as
+    method: bool = False  # called as `receiver.name(...)`; the receiver is the first argument
+
+    def arity_message(self, given: int) -> str:
+        """``given`` counts the receiver of a method, as ``args`` does."""
+        want, got = len(self.args), given
+        if self.method:
+            want, got = want - 1, got - 1
+            return f"`.{self.name}()` takes {_count(want)} besides its receiver, got {got}"
+        return f"`{self.name}()` takes {_count(want)}, got {got}"
+
+
+def _count(n: int) -> str:
+    return f"{n} argument{'s' if n != 1 else ''}"
 
 
 _TYPE_NAMES: dict[str, Type] = {
@@ -264,6 +277,7 @@ def _ext_functions() -> dict[str, ExtFunction]:
             tuple(_TYPE_NAMES[p] for p in sig.params),
             _TYPE_NAMES[sig.returns],
             extensions.EXTENSION_TYPE_OF_FUNCTION.get(name),
+            sig.style == "method",
         )
     return out
 
@@ -299,11 +313,19 @@ _HELP = {
 }
 
 
+_GENERIC_NAMES = {"any entity": "an entity", "{...}": "a record", "Set": "a set"}
+
+
 def _describe_expected(expected: Iterable[Type]) -> str:
-    names = [t.display() for t in expected]
-    names = ["an entity" if n == "any entity" else n for n in names]
-    names = ["a record" if n == "{...}" else n for n in names]
-    return names[0] if len(names) == 1 else ", or ".join(names)
+    names = []
+    for t in expected:
+        if isinstance(t, SetType) and t.element == ANY_ENTITY:
+            names.append("a set of entities")
+        else:
+            names.append(_GENERIC_NAMES.get(t.display(), t.display()))
+    if len(names) == 1:
+        return names[0]
+    return ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def _attr_path(attrs: list[str]) -> str:
@@ -1028,8 +1050,7 @@ class EnvChecker:
                 self.err(
                     "wrong_argument_count",
                     e.span,
-                    f"`{name}` takes {want} argument{'s' if want != 1 else ''}, "
-                    f"got {len(args) - 1}",
+                    f"`.{name}()` takes {_count(want)} besides its receiver, got {len(args) - 1}",
                 )
             else:
                 hint = suggest(name, EXT_FUNCTIONS)
@@ -1044,12 +1065,7 @@ class EnvChecker:
             return fail(None)
         failed = False
         if len(args) != len(f.args):
-            self.err(
-                "wrong_argument_count",
-                e.span,
-                f"`{name}` takes {len(f.args)} argument{'s' if len(f.args) != 1 else ''}, "
-                f"got {len(args)}",
-            )
+            self.err("wrong_argument_count", e.span, f.arity_message(len(args)))
             failed = True
         if f.literal_kind is not None:
             if len(args) == 1 and args[0].kind == "lit" and type(args[0].data) is str:
