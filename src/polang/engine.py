@@ -11,6 +11,7 @@ sees one consistent store and a bad refresh never replaces a good one.
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -88,9 +89,10 @@ class AuthorizeResult:
 # ---------------------------------------------------------------- the snapshot
 
 
-def token_settings(config: Config) -> TokenSettings:
+def token_settings(config: Config, ssl_context: ssl.SSLContext | None = None) -> TokenSettings:
     """The token layer's view of the configuration."""
     return TokenSettings(
+        ssl_context=ssl_context,
         sig_validation=config.jwt_sig_validation,
         status_validation=config.jwt_status_validation,
         algorithms=tuple(config.jwt_signature_algorithms_supported),
@@ -124,7 +126,9 @@ class _Snapshot:
     multi_issuer_problems: list[str]
 
 
-def _build_snapshot(store: PolicyStore, config: Config) -> _Snapshot:
+def _build_snapshot(
+    store: PolicyStore, config: Config, ssl_context: ssl.SSLContext | None = None
+) -> _Snapshot:
     """Everything derived from a store, checked in full before it is used."""
     policies = store.all_policies()
     if config.strict_schema_validation:
@@ -133,7 +137,7 @@ def _build_snapshot(store: PolicyStore, config: Config) -> _Snapshot:
         check_policies({**policies, **store.templates}, store.schema)
     authorizer = Authorizer(policies, backend=config.datalog_backend)
     issuers = [issuer_settings(i) for i in store.trusted_issuers.values()]
-    processor = TokenProcessor(issuers, token_settings(config), store.schema)
+    processor = TokenProcessor(issuers, token_settings(config, ssl_context), store.schema)
     entities: list[Entity] = list(store.schema.action_entities())
     entities.extend(processor.trusted_issuer_entities())
     entities.extend(store.default_entities)  # store entities win over generated ones
@@ -164,7 +168,11 @@ class Engine:
         config: Config | Mapping[str, Any] | None = None,
         *,
         store: PolicyStore | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        """``ssl_context`` replaces the default HTTPS trust (system store plus
+        ``SSL_CERT_FILE``) for issuer discovery, JWKS and status lists."""
+        self._ssl_context = ssl_context
         if config is None:
             config = Config.from_env()
         elif not isinstance(config, Config):
@@ -185,7 +193,7 @@ class Engine:
             self._source = config.policy_store_source()
             store = self._source.load(config)
         started = time.perf_counter()
-        self._snap = _build_snapshot(store, config)
+        self._snap = _build_snapshot(store, config, ssl_context)
         self.logger.system(
             "INFO",
             f"policy store {store.id!r} loaded: {len(store.all_policies())} policies, "
@@ -231,7 +239,7 @@ class Engine:
         return self._snap.authorizer
 
     def _on_new_store(self, store: PolicyStore) -> None:
-        snap = _build_snapshot(store, self.config)  # raises: the old snapshot stays
+        snap = _build_snapshot(store, self.config, self._ssl_context)  # raises: old stays
         with self._lock:
             old = self._snap
             self._snap = snap
