@@ -211,7 +211,7 @@ def test_direct_construction_is_validated_too() -> None:
     with pytest.raises(ConfigError, match="ENGINE_LOG_LEVEL"):
         Config(log_level="LOUD")
     with pytest.raises(ConfigError, match="ENGINE_LOG_TYPE"):
-        Config(log_type=None)  # type: ignore[arg-type]
+        Config(log_type=None)
     assert Config(policy_store_local_fn=Path("x/y")).policy_store_local_fn == "x/y"
 
 

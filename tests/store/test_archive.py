@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from polang.store import PolicyStoreLoadError, PolicyStoreSource, load_policy_store_archive_bytes
 from polang.store.archive import MAX_ENTRIES, MAX_UNCOMPRESSED, unsafe_name_reason, write_archive
@@ -256,3 +258,21 @@ def test_read_budget_stops_a_lying_archive(monkeypatch: pytest.MonkeyPatch) -> N
     data = zip_bytes({**store_files(), "entities/big.json": "[" + " " * 2500 + "]"})
     err = rejected(data)
     assert "too much data" in str(err)
+
+
+SEGMENT = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_characters="/\\\x00"), min_size=1, max_size=8
+).filter(lambda s: s not in (".", ".."))
+
+
+@given(st.lists(SEGMENT, min_size=1, max_size=5))
+def test_plain_relative_names_are_safe(parts: list[str]) -> None:
+    assume(not (len(parts[0]) >= 2 and parts[0][1] == ":" and parts[0][0].isalpha()))
+    assert unsafe_name_reason("/".join(parts)) is None
+    assert unsafe_name_reason("/".join(parts) + "/") is None  # a directory entry
+
+
+@given(st.lists(SEGMENT, max_size=3), st.lists(SEGMENT, max_size=3))
+def test_any_dot_dot_segment_is_unsafe(before: list[str], after: list[str]) -> None:
+    assert unsafe_name_reason("/".join([*before, "..", *after])) is not None
+    assert unsafe_name_reason("/" + "/".join([*before, "x"])) is not None

@@ -103,7 +103,7 @@ def test_role_mapping_forms() -> None:
 
 
 def test_standard_token_names_have_default_entity_types() -> None:
-    tm = {name: {} for name in DEFAULT_TOKEN_ENTITY_TYPES}
+    tm: dict[str, dict[str, Any]] = {name: {} for name in DEFAULT_TOKEN_ENTITY_TYPES}
     out, problems = parse(record(token_metadata=tm))
     assert not problems
     assert out is not None

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -46,8 +46,8 @@ class PolicyStoreSource:
     kind: SourceKind
     location: str = ""
     """Path, URL or a short label; empty for inline text and bytes."""
-    text: str | None = None
-    data: bytes | None = None
+    text: str | None = field(default=None, repr=False)
+    data: bytes | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------ constructors
 
