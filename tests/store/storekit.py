@@ -182,7 +182,8 @@ class Route:
 class StoreServer:
     """``http.server`` on 127.0.0.1 (port 0) in a thread, serving ``routes``."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: Any = None) -> None:
+        """``tls``: a server-side ``ssl.SSLContext`` to serve HTTPS instead of HTTP."""
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -219,6 +220,10 @@ class StoreServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
+        self.scheme = "http"
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+            self.scheme = "https"
         self.thread = threading.Thread(
             target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -227,7 +232,7 @@ class StoreServer:
     @property
     def base(self) -> str:
         host, port = self.httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"{self.scheme}://{host!s}:{port}"
 
     def url(self, path: str) -> str:
         return self.base + path

@@ -299,6 +299,11 @@ def test_tokens_metadata_anywhere_names_token_metadata(tmp_path: Path) -> None:
     err = rejected(legacy_doc(tokens_metadata={}), tmp_path)
     assert err.kind == "deprecated_field"
     assert "'token_metadata'" in str(err)
+    doc = {**legacy_doc(), "tokens_metadata": {}}
+    err = rejected(doc, tmp_path)
+    assert (err.kind, err.problems[0].location) == ("deprecated_field", "$.tokens_metadata")
+    flat = {**legacy_record(), "tokens_metadata": {}}
+    assert rejected(flat, tmp_path).kind == "deprecated_field"
 
 
 @pytest.mark.parametrize(

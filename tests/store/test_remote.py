@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import trustme
 
 from polang.config import Config
 from polang.errors import PolangError
@@ -201,3 +205,48 @@ def test_interval_zero_never_starts() -> None:
     r.start()
     assert not r.running
     r.stop()
+
+
+# ---------------------------------------------------------------- HTTPS
+
+
+@pytest.fixture
+def tls_server() -> Iterator[tuple[StoreServer, trustme.CA]]:
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    cert.configure_cert(ctx)
+    s = StoreServer(tls=ctx)
+    try:
+        yield s, ca
+    finally:
+        s.close()
+
+
+def test_https_with_a_private_ca(
+    tls_server: tuple[StoreServer, trustme.CA],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server, ca = tls_server
+    server.routes["/s.parc"] = Route(archive())
+    url = server.url("/s.parc")
+    assert url.startswith("https://")
+    # unknown CA: refused
+    err = fetch_error(url)
+    assert "fetching the store failed" in str(err)
+    # a caller-supplied context trusts it
+    client = ssl.create_default_context()
+    ca.configure_trust(client)
+    assert PolicyStoreSource.url(url).load(FAST, ssl_context=client).id == "app-store"
+    # and so does SSL_CERT_FILE (the system store plus a private CA bundle)
+    pem = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(pem))
+    monkeypatch.setenv("SSL_CERT_FILE", str(pem))
+    assert PolicyStoreSource.url(url).load(FAST).id == "app-store"
+    # the refresher passes its context on
+    sink = Sink()
+    r = StoreRefresher(
+        PolicyStoreSource.url(url), FAST, sink.update, sink.error, ssl_context=client
+    )
+    assert r.refresh_now() is True

@@ -66,7 +66,7 @@ def read_legacy(
         return raw
 
     if "policy_stores" in top:
-        ck.known(top, "$", WRAPPER_FIELDS)
+        ck.known(top, "$", WRAPPER_FIELDS, renamed={"tokens_metadata": "token_metadata"})
         top_version = _language_version(ck, top, "$")
         stores = ck.obj(top["policy_stores"], "$.policy_stores", "an object mapping ids to stores")
         if stores is None:

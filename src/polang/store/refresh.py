@@ -8,6 +8,7 @@ to the system log). The thread is a daemon and stops promptly on :meth:`stop`.
 from __future__ import annotations
 
 import contextlib
+import ssl
 import threading
 from collections.abc import Callable
 
@@ -40,7 +41,9 @@ class StoreRefresher:
         *,
         current: PolicyStore | None = None,
         interval: float | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        self.ssl_context = ssl_context
         self.source = source
         self.config = config
         self.interval = config.policy_store_refresh_interval if interval is None else interval
@@ -89,7 +92,7 @@ class StoreRefresher:
         """Reload once; ``True`` when a new store replaced the current one."""
         with self._lock:
             try:
-                store = self.source.load(self.config)
+                store = self.source.load(self.config, ssl_context=self.ssl_context)
             except PolangError as e:
                 self._report(e)
                 return False

@@ -27,18 +27,25 @@ def _ssl_context(_cert_file: str | None) -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-def ssl_context() -> ssl.SSLContext:
+def default_ssl_context() -> ssl.SSLContext:
     """The system trust store (plus ``SSL_CERT_FILE`` when it is set)."""
     import os
 
     return _ssl_context(os.environ.get("SSL_CERT_FILE"))
 
 
-def fetch_bytes(url: str, config: Config, *, accept: str = "*/*") -> bytes:
+def fetch_bytes(
+    url: str,
+    config: Config,
+    *,
+    accept: str = "*/*",
+    ssl_context: ssl.SSLContext | None = None,
+) -> bytes:
     """GET ``url``; raises ``PolicyStoreLoadError`` (kind ``fetch``) when it fails.
 
     Connection errors, timeouts and transient statuses (5xx, 408, 429) are retried
     ``ENGINE_HTTP_MAX_RETRIES`` times with a short backoff; other statuses are not.
+    ``ssl_context`` replaces the default trust (system store plus ``SSL_CERT_FILE``).
     """
     problems = Problems(url)
     cap = config.http_max_response_size_bytes
@@ -48,7 +55,7 @@ def fetch_bytes(url: str, config: Config, *, accept: str = "*/*") -> bytes:
     with httpx.Client(
         timeout=config.http_request_timeout,
         follow_redirects=True,
-        verify=ssl_context(),
+        verify=ssl_context or default_ssl_context(),
         headers=headers,
     ) as client:
         for attempt in range(attempts):

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -139,14 +140,18 @@ class PolicyStoreSource:
             return "archive bytes"
         return f"{self.kind.replace('_', ' ')} {self.location}"
 
-    def read_raw(self, config: Config | None = None) -> RawStore:
+    def read_raw(
+        self, config: Config | None = None, *, ssl_context: ssl.SSLContext | None = None
+    ) -> RawStore:
         """The raw parts (no language parsing yet); raises on any problem found so far."""
-        raw, problems = self._read(config or Config())
+        raw, problems = self._read(config or Config(), ssl_context)
         problems.raise_if_any()
         assert raw is not None
         return raw
 
-    def _read(self, config: Config) -> tuple[RawStore | None, Problems]:
+    def _read(
+        self, config: Config, ssl_context: ssl.SSLContext | None = None
+    ) -> tuple[RawStore | None, Problems]:
         from polang.store.archive import ZIP_MAGIC, read_archive
         from polang.store.layout import read_directory, read_layout
         from polang.store.legacy import read_legacy
@@ -174,7 +179,10 @@ class PolicyStoreSource:
                 data = _read_file(self.location, problems)
             elif self.kind == "archive_url":
                 data = fetch_bytes(
-                    self.location, config, accept="application/zip, application/octet-stream"
+                    self.location,
+                    config,
+                    accept="application/zip, application/octet-stream",
+                    ssl_context=ssl_context,
                 )
             else:
                 data = self.data or b""
@@ -198,7 +206,9 @@ class PolicyStoreSource:
                 )
                 fmt = "yaml" if self.kind == "legacy_yaml_file" else "json"
             elif self.kind == "legacy_url":
-                body = fetch_bytes(self.location, config, accept="application/json")
+                body = fetch_bytes(
+                    self.location, config, accept="application/json", ssl_context=ssl_context
+                )
                 if body[:4] in ZIP_MAGIC:
                     problems.fail(
                         "source",
@@ -221,12 +231,17 @@ class PolicyStoreSource:
                 )
         return raw, problems
 
-    def load(self, config: Config | None = None) -> PolicyStore:
-        """Read, parse and check the whole store; ``PolicyStoreLoadError`` otherwise."""
+    def load(
+        self, config: Config | None = None, *, ssl_context: ssl.SSLContext | None = None
+    ) -> PolicyStore:
+        """Read, parse and check the whole store; ``PolicyStoreLoadError`` otherwise.
+
+        ``ssl_context`` replaces the default HTTPS trust for URL sources (private CAs).
+        """
         from polang.store.build import build_store
 
         config = config or Config()
-        raw, problems = self._read(config)
+        raw, problems = self._read(config, ssl_context)
         if raw is None:
             problems.raise_if_any()
             problems.fail("source", self.location, "the store could not be read")
