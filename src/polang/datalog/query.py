@@ -1,0 +1,1866 @@
+"""Who can access what: bulk questions answered from the same Program that decides.
+
+``who_can`` (every principal allowed an action on a resource), ``what_can`` (every action
+and resource a principal is allowed) and ``access_matrix`` (every allowed triple) evaluate
+the Program *set at a time* instead of request by request. For a query, one request
+variable is *free* (the principals of ``who_can``, the resources of ``what_can`` and of
+each step of the matrix) and the others are fixed per step. Each policy's value
+predicates are then relations over the free variable's entities, evaluated bottom up:
+
+- a predicate that does not read the free variable is one value per step (a scalar);
+- a predicate that reads only the free variable (``principal.level > 3``) is a table
+  computed once over the policy's candidates and reused by every step;
+- a predicate that reads both (``resource.owner == principal``,
+  ``principal in resource.viewers``, ``principal.dept == resource.dept``) is a hash join:
+  the table side is indexed by value, by set element or by ancestor, and the scalar side
+  is looked up in it; other shapes fall back to evaluating the rule per entity;
+- ``&&``, ``||``, ``!`` and ``if`` rule groups combine the sets of entities for which their
+  operands are true / false / error, keeping the language's three outcomes (an operand is
+  only evaluated on the entities that reach it, as the rules say).
+
+Scopes prune first: ``principal in G`` limits a policy to the descendants of ``G`` (from the
+hierarchy closure), ``== E`` to one entity, ``is T`` to one type; action constraints pick
+the policies per action. The fixed rules of ``rules/decision.dl`` are then applied to the
+per-policy sets: allowed = (applying permits) - (applying forbids).
+
+Open world. A query may lack data a real request would carry: the context (``context=None``)
+or the queried principal/resource itself (not in the entity set; a request would supply
+it). Anything read from those is *unknown*: a policy whose outcome depends on it is
+reported as **conditional**, with the residual conditions (the scope part or the
+``when``/``unless`` clauses that could not be decided), never silently dropped. Entities
+the store does hold are the truth: reading a missing attribute of a stored entity is an
+error, as in a request.
+
+Results are ordered (actions, then resources, then principals, each sorted) and paged with
+``limit`` and an opaque ``cursor`` instead of being truncated.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import threading
+import time
+import weakref
+from bisect import bisect_left, bisect_right
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from polang.datalog.builtins import builtin
+from polang.datalog.compiled import Compiler
+from polang.datalog.explain import PolicyMap, policy_maps, scope_constraint_text
+from polang.datalog.facts import EntityFacts, Request
+from polang.datalog.ir import Atom, Builtin, Const, Program, Rule, Var
+from polang.errors import EvaluationError, RequestError
+from polang.language.entities import Entity, EntityStore
+from polang.language.schema import Schema
+from polang.language.values import EntityUID, RecordValue, SetValue, value_key, value_repr
+
+REQUEST_VARS = ("principal", "action", "resource", "context")
+
+FreeVar = Literal["principal", "resource"]
+
+
+class QueryError(RequestError):
+    """A query is malformed: a cursor from another query, a bad limit, an unknown action."""
+
+
+# ======================================================================== outcomes
+
+
+class _Err:
+    """An evaluation error (the message does not matter to a bulk query)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ERR"
+
+
+ERR = _Err()
+
+
+class _Unk:
+    """An unknown outcome; ``t``/``f``: whether it may be the Bool true / false.
+
+    An unknown may always be an error or any other value.
+    """
+
+    __slots__ = ("f", "t")
+
+    def __init__(self, t: bool, f: bool) -> None:
+        self.t = t
+        self.f = f
+
+    def __repr__(self) -> str:
+        return f"UNK(t={self.t}, f={self.f})"
+
+
+UNK = _Unk(True, True)
+
+T_, F_, E_ = 1, 2, 4  # the outcomes a caller needs from a boolean predicate
+
+
+@dataclass(slots=True)
+class _Sets:
+    """The entities (of a focus set) for which a boolean predicate may be true/false/error."""
+
+    t: frozenset[EntityUID] | set[EntityUID] = frozenset()
+    f: frozenset[EntityUID] | set[EntityUID] = frozenset()
+    e: frozenset[EntityUID] | set[EntityUID] = frozenset()
+
+
+_EMPTY: frozenset[EntityUID] = frozenset()
+
+
+def _classify(out: Any, u: frozenset[EntityUID] | set[EntityUID], need: int) -> _Sets:
+    """One outcome shared by the whole focus set ``u``."""
+    if out is True:
+        return _Sets(t=u)
+    if out is False:
+        return _Sets(f=u)
+    if isinstance(out, _Unk):
+        return _Sets(t=u if out.t else _EMPTY, f=u if out.f else _EMPTY, e=u)
+    return _Sets(e=u)
+
+
+# ======================================================================== program analysis
+
+
+Shape = tuple[Any, ...]
+
+
+class ProgramAnalysis:
+    """What bulk evaluation needs to know of a Program's predicates (computed once)."""
+
+    def __init__(self, program: Program, policies: Mapping[str, Any]) -> None:
+        self.program = program
+        self.groups = program.by_head()
+        self.maps: dict[str, PolicyMap] = policy_maps(program, policies)
+        self._deps: dict[str, frozenset[str]] = {}
+        self._shapes: dict[str, Shape] = {}
+        self._canon: dict[str, Any] = {}
+        self._conj: dict[str, tuple[str, ...]] = {}
+        self.plans: list[PolicyPlan] = [
+            PolicyPlan.build(self, pid, info.effect, info.scope_pred, info.cond_pred)
+            for pid, info in program.policies.items()
+        ]
+
+    def deps(self, pred: str) -> frozenset[str]:
+        """The request variables a predicate reads (through any of its rules)."""
+        d = self._deps.get(pred)
+        if d is not None:
+            return d
+        if pred in REQUEST_VARS:
+            d = frozenset((pred,))
+        else:
+            self._deps[pred] = frozenset()  # cycle guard (value predicates are not recursive)
+            acc: set[str] = set()
+            for r in self.groups.get(pred, []):
+                for lit in r.body:
+                    if isinstance(lit, Atom):
+                        acc |= self.deps(lit.pred)
+            d = frozenset(acc)
+        self._deps[pred] = d
+        return d
+
+    def shape(self, pred: str) -> Shape:
+        s = self._shapes.get(pred)
+        if s is None:
+            s = _shape(pred, self.groups.get(pred, []))
+            self._shapes[pred] = s
+        return s
+
+    def canon(self, pred: str) -> Any:
+        """A structural key: equal keys mean the predicates compute the same function."""
+        k = self._canon.get(pred)
+        if k is not None:
+            return k
+        sh = self.shape(pred)
+        kind = sh[0]
+        if kind == "const":
+            k = ("const", type(sh[1]), value_key(sh[1]))
+        elif kind == "var":
+            k = ("var", sh[1])
+        elif kind == "alias":
+            k = self.canon(sh[1])
+        elif kind == "call":
+            k = (
+                "call",
+                sh[1],
+                tuple(self.canon(o) for o in sh[2]),
+                tuple((type(c), c) for c in sh[3]),
+            )
+        elif kind == "generic":
+            k = ("generic", pred)
+        else:
+            k = (kind, *(self.canon(p) for p in sh[1:]))
+        self._canon[pred] = k
+        return k
+
+    def conjuncts(self, pred: str) -> tuple[str, ...]:
+        """The operands of a chain of ``&&`` (the predicate itself when it is not one)."""
+        c = self._conj.get(pred)
+        if c is None:
+            sh = self.shape(pred)
+            if sh[0] == "and":
+                c = self.conjuncts(sh[1]) + self.conjuncts(sh[2])
+            elif sh[0] == "alias":
+                c = self.conjuncts(sh[1])
+            else:
+                c = (pred,)
+            self._conj[pred] = c
+        return c
+
+
+def _atom1(lit: Any) -> tuple[str, Any] | None:
+    """``(pred, value)`` of a positive one-argument atom (value ``"X"`` for a variable)."""
+    if isinstance(lit, Atom) and not lit.negated and len(lit.args) == 1:
+        t = lit.args[0]
+        return lit.pred, (t.value if isinstance(t, Const) else "X")
+    return None
+
+
+def _call_shape(h: Var, body: tuple[Any, ...]) -> Shape:
+    """``n(X) :- o1(A1), ..., ok(Ak), X = op(A1, ..., Ak, consts...)``."""
+    if not body or not isinstance(body[-1], Builtin) or body[-1].out != h:
+        return ("generic",)
+    operands: list[str] = []
+    vars_: list[Var] = []
+    for lit in body[:-1]:
+        if not (
+            isinstance(lit, Atom)
+            and not lit.negated
+            and len(lit.args) == 1
+            and isinstance(lit.args[0], Var)
+        ):
+            return ("generic",)
+        operands.append(lit.pred)
+        vars_.append(lit.args[0])
+    bl: Builtin = body[-1]
+    n = len(vars_)
+    if tuple(bl.args[:n]) != tuple(vars_):
+        return ("generic",)
+    consts: list[Any] = []
+    for t in bl.args[n:]:
+        if not isinstance(t, Const):
+            return ("generic",)
+        consts.append(t.value)
+    return ("call", bl.op, tuple(operands), tuple(consts))
+
+
+def _shape(pred: str, rules: Sequence[Rule]) -> Shape:
+    """The rule group's form, as the compiled backend recognises them; else ``generic``."""
+    if not rules or any(len(r.head.args) != 1 for r in rules):
+        return ("generic",)
+    heads = [r.head.args[0] for r in rules]
+    if len(rules) == 1:
+        r, h = rules[0], heads[0]
+        if not r.body and isinstance(h, Const):
+            return ("const", h.value)
+        if not isinstance(h, Var):
+            return ("generic",)
+        b = r.body
+        if len(b) == 1 and isinstance(b[0], Atom) and not b[0].negated and b[0].args == (h,):
+            return ("var" if b[0].pred in REQUEST_VARS else "alias", b[0].pred)
+        return _call_shape(h, b)
+    # value signature: [(head value, [(operand pred, matched value), ...]), ...]
+    sig: list[tuple[Any, list[tuple[str, Any]]]] = []
+    for h, r in zip(heads, rules, strict=True):
+        body: list[tuple[str, Any]] = []
+        for lit in r.body:
+            a = _atom1(lit)
+            if a is None:
+                return ("generic",)
+            body.append(a)
+        sig.append((h.value if isinstance(h, Const) else "X", body))
+    vals = [(hv, [v for _p, v in body]) for hv, body in sig]
+
+    def pred_at(i: int, j: int) -> str:
+        return sig[i][1][j][0]
+
+    def same(*pairs: tuple[int, int]) -> bool:
+        return len({pred_at(i, j) for i, j in pairs}) == 1
+
+    if vals == [(False, [True]), (True, [False])] and same((0, 0), (1, 0)):
+        return ("not", pred_at(0, 0))
+    if len(rules) == 3 and same((0, 0), (1, 0), (2, 0)) and same((1, 1), (2, 1)):
+        if vals == [(False, [False]), (True, [True, True]), (False, [True, False])]:
+            return ("and", pred_at(0, 0), pred_at(1, 1))
+        if vals == [(True, [True]), (True, [False, True]), (False, [False, False])]:
+            return ("or", pred_at(0, 0), pred_at(1, 1))
+    if vals == [("X", [True, "X"]), ("X", [False, "X"])] and same((0, 0), (1, 0)):
+        return ("if", pred_at(0, 0), pred_at(0, 1), pred_at(1, 1))
+    if vals == [(False, [False]), ("X", [True, "X"])] and same((0, 0), (1, 0)):
+        return ("and_then", pred_at(0, 0), pred_at(1, 1))
+    return ("generic",)
+
+
+ScopeTest = tuple[str, Any]  # ("eq", uid) | ("scope_is", type) | ("scope_in", uid) | ...
+
+
+@dataclass(slots=True)
+class PolicyPlan:
+    """One policy as the bulk evaluator uses it."""
+
+    policy_id: str
+    effect: str
+    cond_pred: str
+    cond_deps: frozenset[str]
+    tests: dict[str, tuple[ScopeTest, ...]]
+    constraints: dict[str, str]
+    pm: PolicyMap | None
+
+    @classmethod
+    def build(
+        cls, an: ProgramAnalysis, pid: str, effect: str, scope_pred: str, cond_pred: str
+    ) -> PolicyPlan:
+        rules = an.groups.get(scope_pred, [])
+        if len(rules) != 1:
+            raise QueryError(f"policy {pid!r}: scope predicate {scope_pred} must have one rule")
+        bound: dict[str, str] = {}
+        tests: dict[str, list[ScopeTest]] = {"principal": [], "action": [], "resource": []}
+        for lit in rules[0].body:
+            if isinstance(lit, Atom) and lit.pred in tests and len(lit.args) == 1:
+                t = lit.args[0]
+                if isinstance(t, Var):
+                    bound[t.name] = lit.pred
+                else:
+                    tests[lit.pred].append(("eq", t.value))
+                continue
+            if (
+                isinstance(lit, Builtin)
+                and lit.op in ("scope_in", "scope_in_any", "scope_is")
+                and len(lit.args) == 2
+                and isinstance(lit.args[0], Var)
+                and isinstance(lit.args[1], Const)
+                and lit.args[0].name in bound
+            ):
+                tests[bound[lit.args[0].name]].append((lit.op, lit.args[1].value))
+                continue
+            raise QueryError(f"policy {pid!r}: unsupported scope literal {lit}")
+        pm = an.maps.get(pid)
+        policy = pm.policy if pm is not None else None
+        constraints = {
+            "principal": scope_constraint_text(policy.principal if policy else None, "principal"),
+            "action": scope_constraint_text(policy.action if policy else None, "action"),
+            "resource": scope_constraint_text(policy.resource if policy else None, "resource"),
+        }
+        return cls(
+            pid,
+            effect,
+            cond_pred,
+            an.deps(cond_pred),
+            {k: tuple(v) for k, v in tests.items()},
+            constraints,
+            pm,
+        )
+
+
+_ANALYSES: weakref.WeakKeyDictionary[Any, ProgramAnalysis] = weakref.WeakKeyDictionary()
+_ANALYSES_LOCK = threading.Lock()
+
+
+def analysis_for(authorizer: Any) -> ProgramAnalysis:
+    """The (cached) analysis of an authorizer's Program."""
+    with _ANALYSES_LOCK:
+        try:
+            an = _ANALYSES.get(authorizer)
+        except TypeError:  # pragma: no cover - not weak-referenceable
+            an = None
+        if an is None or an.program is not authorizer.program:
+            an = ProgramAnalysis(authorizer.program, getattr(authorizer, "policies", {}))
+            with contextlib.suppress(TypeError):
+                _ANALYSES[authorizer] = an
+        return an
+
+
+# ======================================================================== the index
+
+
+def is_action_type(entity_type: str) -> bool:
+    """Without a schema, actions are the entities of type ``Action`` / ``NS::Action``."""
+    return entity_type == "Action" or entity_type.endswith("::Action")
+
+
+class QueryIndex:
+    """An authorizer over an entity set, prepared for bulk queries.
+
+    Holds the entity indexes (by type, descendants) and the tables of predicates that do
+    not depend on the context, so repeated queries over the same store are fast. Build it
+    once per (policy set, entity set) and pass it where the functions take ``facts``.
+    Thread-safe for concurrent queries (the caches are filled under a lock).
+    """
+
+    MAX_TABLES = 4096
+
+    def __init__(
+        self,
+        authorizer: Any,
+        facts: EntityFacts | EntityStore | Iterable[Entity],
+        schema: Schema | None = None,
+    ) -> None:
+        self.authorizer = authorizer
+        self.facts = facts if isinstance(facts, EntityFacts) else EntityFacts(facts)
+        self.schema = schema
+        self.analysis = analysis_for(authorizer)
+        self.compiler = Compiler(authorizer.program)
+        self.lock = threading.RLock()
+        by_type: dict[str, set[EntityUID]] = {}
+        desc: dict[EntityUID, set[EntityUID]] = {}
+        for e in self.facts.entities:
+            uid = e.uid
+            by_type.setdefault(uid.type, set()).add(uid)
+            for a in self.facts.ancestors_of(uid):
+                desc.setdefault(a, set()).add(uid)
+        self.by_type = {t: frozenset(s) for t, s in by_type.items()}
+        self._desc = desc
+        self._desc_star: dict[EntityUID, frozenset[EntityUID]] = {}
+        self.actions = self._actions()
+        self._cands: dict[tuple[str, tuple[str, ...] | None], frozenset[EntityUID]] = {}
+        self._domains: dict[tuple[int, tuple[ScopeTest, ...]], frozenset[EntityUID]] = {}
+        self._domain_keep: list[frozenset[EntityUID]] = []
+        self.tables: OrderedDict[Any, _Table] = OrderedDict()
+        self._plans_by_action: dict[EntityUID, list[PolicyPlan]] = {}
+
+    # -- entities ---------------------------------------------------------------------------
+
+    def contains(self, uid: EntityUID) -> bool:
+        return self.facts.get(uid) is not None
+
+    def desc_star(self, uid: EntityUID) -> frozenset[EntityUID]:
+        """``uid`` and every stored entity below it: what ``x in uid`` holds for."""
+        d = self._desc_star.get(uid)
+        if d is None:
+            d = frozenset(self._desc.get(uid, ())) | {uid}
+            self._desc_star[uid] = d
+        return d
+
+    def _actions(self) -> list[EntityUID]:
+        if self.schema is not None:
+            return sorted(self.schema.actions)
+        found: set[EntityUID] = {e.uid for e in self.facts.entities if is_action_type(e.uid.type)}
+        for plan in self.analysis.plans:
+            for _op, arg in plan.tests["action"]:
+                items = arg if isinstance(arg, frozenset) else (arg,)
+                for u in items:
+                    if type(u) is EntityUID:
+                        found.add(u)
+        return sorted(found)
+
+    def candidates(self, var: FreeVar, action: EntityUID) -> frozenset[EntityUID]:
+        """The entities that may be the ``var`` of a request for ``action``.
+
+        With a schema: the stored entities of the types the action applies to. Without:
+        every stored entity that is not an action.
+        """
+        types: tuple[str, ...] | None = None
+        if self.schema is not None:
+            ad = self.schema.action(action)
+            if ad is None or not ad.applies_to:
+                types = ()
+            else:
+                types = tuple(ad.principal_types if var == "principal" else ad.resource_types)
+        key = (var, types)
+        c = self._cands.get(key)
+        if c is None:
+            if types is None:
+                c = frozenset(
+                    u for t, s in self.by_type.items() if not is_action_type(t) for u in s
+                )
+            else:
+                acc: set[EntityUID] = set()
+                for t in types:
+                    acc |= self.by_type.get(t, _EMPTY)
+                c = frozenset(acc)
+            self._cands[key] = c
+        return c
+
+    def domain(
+        self, cands: frozenset[EntityUID], tests: tuple[ScopeTest, ...]
+    ) -> frozenset[EntityUID]:
+        """The candidates a scope's tests on them admit (shared between equal scopes)."""
+        if not tests:
+            return cands
+        key = (id(cands), tests)
+        d = self._domains.get(key)
+        if d is not None:
+            return d
+        cur: frozenset[EntityUID] = cands
+        for op, arg in tests:
+            if op == "eq":
+                cur = cur & {arg} if type(arg) is EntityUID else _EMPTY
+            elif op == "scope_is":
+                cur = cur & self.by_type.get(arg, _EMPTY)
+            elif op == "scope_in":
+                cur = cur & self.desc_star(arg)
+            elif op == "scope_in_any":
+                acc: set[EntityUID] = set()
+                for a in arg:
+                    acc |= self.desc_star(a)
+                cur = cur & acc
+        d = frozenset(cur)
+        self._domains[key] = d
+        self._domain_keep.append(cands)  # keep id(cands) unique while the key lives
+        return d
+
+    def plans_for(self, action: EntityUID) -> list[PolicyPlan]:
+        """The policies whose action constraint admits ``action``."""
+        plans = self._plans_by_action.get(action)
+        if plans is None:
+            plans = [
+                p
+                for p in self.analysis.plans
+                if all(_test(self.facts, action, op, arg) for op, arg in p.tests["action"])
+            ]
+            # forbids first: their sets narrow the permits' focus
+            plans.sort(key=lambda p: p.effect != "forbid")
+            self._plans_by_action[action] = plans
+        return plans
+
+    def table(self, key: Any) -> _Table | None:
+        t = self.tables.get(key)
+        if t is not None:
+            self.tables.move_to_end(key)
+        return t
+
+    def store_table(self, key: Any, t: _Table) -> None:
+        self.tables[key] = t
+        while len(self.tables) > self.MAX_TABLES:
+            self.tables.popitem(last=False)
+
+
+def _test(facts: EntityFacts, value: Any, op: str, arg: Any) -> bool:
+    """A scope test on a known, stored value (the compiled backend's semantics)."""
+    if op == "eq":
+        return type(value) is type(arg) and value == arg
+    try:
+        return bool(builtin(op)(facts, value, arg))
+    except EvaluationError:  # pragma: no cover - scope tests never error
+        return False
+
+
+def _test_open(
+    facts: EntityFacts, value: EntityUID, missing: bool, op: str, arg: Any
+) -> bool | None:
+    """A scope test on a queried entity the store may not hold (``None`` = unknown)."""
+    if not missing or op in ("eq", "scope_is"):
+        return _test(facts, value, op, arg)
+    targets = arg if op == "scope_in_any" else (arg,)
+    return True if value in targets else None
+
+
+_INDEX_CACHE: OrderedDict[tuple[int, int, int], QueryIndex] = OrderedDict()
+_INDEX_LOCK = threading.Lock()
+
+
+def prepare(
+    authorizer: Any,
+    facts: EntityFacts | EntityStore | Iterable[Entity] | QueryIndex,
+    schema: Schema | None = None,
+) -> QueryIndex:
+    """A :class:`QueryIndex` for these inputs (the last few are kept and reused)."""
+    if isinstance(facts, QueryIndex):
+        if facts.authorizer is not authorizer:
+            raise QueryError("the query index was prepared for another authorizer")
+        if schema is not None and facts.schema is not schema:
+            raise QueryError("the query index was prepared with another schema")
+        return facts
+    if not isinstance(facts, EntityFacts):
+        return QueryIndex(authorizer, facts, schema)
+    key = (id(authorizer), id(facts), id(schema))
+    with _INDEX_LOCK:
+        qi = _INDEX_CACHE.get(key)
+        if (
+            qi is not None
+            and qi.authorizer is authorizer
+            and qi.facts is facts
+            and qi.schema is schema
+            and qi.analysis.program is authorizer.program
+        ):
+            _INDEX_CACHE.move_to_end(key)
+            return qi
+    qi = QueryIndex(authorizer, facts, schema)
+    with _INDEX_LOCK:
+        _INDEX_CACHE[key] = qi
+        while len(_INDEX_CACHE) > 4:
+            _INDEX_CACHE.popitem(last=False)
+    return qi
+
+
+# ======================================================================== tables
+
+
+class _Table:
+    """A predicate that reads only the free variable, over one domain of entities.
+
+    ``ok`` holds the known values, ``unk`` the unknown ones (open-world queries); every
+    other entity of ``dom`` errors. Indexes are built on first use.
+    """
+
+    __slots__ = ("_bools", "_elem", "_eq", "_ints", "_member", "dom", "ok", "unk")
+
+    def __init__(
+        self, dom: frozenset[EntityUID], ok: dict[EntityUID, Any], unk: dict[EntityUID, _Unk]
+    ) -> None:
+        self.dom = dom
+        self.ok = ok
+        self.unk = unk
+        self._bools: tuple[frozenset[EntityUID], ...] | None = None
+        self._eq: dict[Any, set[EntityUID]] | None = None
+        self._elem: tuple[dict[Any, set[EntityUID]], frozenset[EntityUID]] | None = None
+        self._member: tuple[dict[EntityUID, set[EntityUID]], frozenset[EntityUID]] | None = None
+        self._ints: tuple[list[int], list[EntityUID]] | bool | None = None
+
+    def bools(self) -> tuple[frozenset[EntityUID], ...]:
+        """The entities for which the value may be true / false / an error."""
+        if self._bools is None:
+            t = {v for v, x in self.ok.items() if x is True}
+            f = {v for v, x in self.ok.items() if x is False}
+            e = set(self.dom) - t - f
+            for v, u in self.unk.items():
+                if u.t:
+                    t.add(v)
+                if u.f:
+                    f.add(v)
+            self._bools = (frozenset(t), frozenset(f), frozenset(e))
+        return self._bools
+
+    def eq_index(self) -> dict[Any, set[EntityUID]]:
+        """(type, value key) -> entities: the language's ``==``."""
+        if self._eq is None:
+            idx: dict[Any, set[EntityUID]] = {}
+            for v, x in self.ok.items():
+                idx.setdefault((type(x), value_key(x)), set()).add(v)
+            self._eq = idx
+        return self._eq
+
+    def key_index(self) -> dict[Any, set[EntityUID]]:
+        """value key -> entities: what ``S.contains(value)`` compares."""
+        return self._key_index()
+
+    def _key_index(self) -> dict[Any, set[EntityUID]]:
+        idx: dict[Any, set[EntityUID]] = {}
+        for (_t, k), vs in self.eq_index().items():
+            idx.setdefault(k, set()).update(vs)
+        return idx
+
+    def elem_index(self) -> tuple[dict[Any, set[EntityUID]], frozenset[EntityUID]]:
+        """Set element key -> entities whose set contains it; and the set-valued entities."""
+        if self._elem is None:
+            idx: dict[Any, set[EntityUID]] = {}
+            sets: set[EntityUID] = set()
+            for v, x in self.ok.items():
+                if type(x) is SetValue:
+                    sets.add(v)
+                    for k in x.keys:
+                        idx.setdefault(k, set()).add(v)
+            self._elem = (idx, frozenset(sets))
+        return self._elem
+
+    def member_index(self) -> tuple[dict[EntityUID, set[EntityUID]], frozenset[EntityUID]]:
+        """For ``x in value``: target -> entities; and the entities whose value is valid."""
+        if self._member is None:
+            idx: dict[EntityUID, set[EntityUID]] = {}
+            valid: set[EntityUID] = set()
+            for v, x in self.ok.items():
+                if type(x) is EntityUID:
+                    valid.add(v)
+                    idx.setdefault(x, set()).add(v)
+                elif type(x) is SetValue:
+                    items = list(x)
+                    if all(type(i) is EntityUID for i in items):
+                        valid.add(v)
+                        for i in items:
+                            idx.setdefault(i, set()).add(v)
+            self._member = (idx, frozenset(valid))
+        return self._member
+
+    def ints(self) -> tuple[list[int], list[EntityUID]] | None:
+        """The values sorted, when every known value is a Long (else ``None``)."""
+        if self._ints is None:
+            if any(type(x) is not int for x in self.ok.values()):
+                self._ints = False
+            else:
+                pairs = sorted(self.ok.items(), key=lambda kv: kv[1])
+                self._ints = ([x for _v, x in pairs], [v for v, _x in pairs])
+        return self._ints if isinstance(self._ints, tuple) else None
+
+
+class _Identity(_Table):
+    """The free variable itself: each entity is its own value."""
+
+    __slots__ = ()
+
+    def __init__(self, dom: frozenset[EntityUID]) -> None:
+        super().__init__(dom, {v: v for v in dom}, {})
+
+
+# ======================================================================== partial evaluation
+
+
+class _Partial:
+    """Rule-by-rule evaluation with unknowns (the compiled backend's order and errors).
+
+    The first rule whose body surely holds gives the value; a rule that may hold (an
+    unknown operand) makes the result unknown. Reads of the unknown context, and of
+    attributes, tags or ancestors of ``unknown`` entities, are unknown.
+    """
+
+    __slots__ = ("binding", "context_known", "facts", "groups", "memo", "unknown")
+
+    def __init__(
+        self,
+        groups: Mapping[str, list[Rule]],
+        facts: EntityFacts,
+        binding: Mapping[str, Any],
+        context_known: bool,
+        unknown: frozenset[EntityUID],
+    ) -> None:
+        self.groups = groups
+        self.facts = facts
+        self.binding = binding
+        self.context_known = context_known
+        self.unknown = unknown
+        self.memo: dict[str, Any] = {}
+
+    def call(self, op: str, args: list[Any]) -> Any:
+        for a in args:
+            if isinstance(a, _Unk):
+                return UNK
+        if self.unknown and args and type(args[0]) is EntityUID:
+            a = args[0]
+            if a in self.unknown and op in (
+                "get_attr",
+                "has_attr",
+                "method:getTag",
+                "method:hasTag",
+            ):
+                return UNK
+            if op in ("in", "scope_in", "scope_in_any"):
+                anc = self.facts.ancestors_of(a)
+                if a in self.unknown or not self.unknown.isdisjoint(anc):
+                    # its ancestors are only partly known (they go through an unknown entity)
+                    b = args[1]
+                    if type(b) is EntityUID:
+                        targets: list[Any] = [b]
+                    elif type(b) is SetValue or isinstance(b, frozenset):
+                        targets = list(b)
+                    else:
+                        return ERR if op == "in" else False
+                    if op == "in" and any(type(t) is not EntityUID for t in targets):
+                        return ERR
+                    return True if any(t == a or t in anc for t in targets) else UNK
+        try:
+            return builtin(op)(self.facts, *args)
+        except EvaluationError:
+            return ERR
+
+    def ev(self, pred: str) -> Any:
+        memo = self.memo
+        if pred in memo:
+            return memo[pred]
+        if pred in REQUEST_VARS:
+            if pred == "context" and not self.context_known:
+                r: Any = UNK
+            else:
+                v = self.binding.get(pred)
+                r = ERR if v is None else v
+            memo[pred] = r
+            return r
+        possible: list[Any] = []
+        result: Any = ERR
+        decided = False
+        for rule in self.groups.get(pred, []):
+            env: dict[str, Any] = {}
+            maybe = False
+            failed = False
+            for lit in rule.body:
+                if isinstance(lit, Builtin):
+                    args = [t.value if isinstance(t, Const) else env[t.name] for t in lit.args]
+                    res = self.call(lit.op, args)
+                    if res is ERR:
+                        failed = True
+                        break
+                    if isinstance(res, _Unk):
+                        maybe = True
+                    if lit.out is None:
+                        if not isinstance(res, _Unk) and not res:
+                            failed = True
+                            break
+                    else:
+                        env[lit.out.name] = res
+                    continue
+                c = self.ev(lit.pred)
+                if c is ERR:
+                    failed = True
+                    break
+                t = lit.args[0] if lit.args else None
+                if isinstance(c, _Unk):
+                    if isinstance(t, Const):
+                        if (t.value is True and not c.t) or (t.value is False and not c.f):
+                            failed = True
+                            break
+                    elif t is not None:
+                        env[t.name] = c
+                    maybe = True
+                    continue
+                if isinstance(t, Const):
+                    if not (type(t.value) is type(c) and t.value == c):
+                        failed = True
+                        break
+                elif t is not None:
+                    env[t.name] = c
+            if failed:
+                continue
+            h = rule.head.args[0] if rule.head.args else Const(True)
+            hv = h.value if isinstance(h, Const) else env[h.name]
+            if not maybe and not isinstance(hv, _Unk):
+                if not possible:
+                    result = hv
+                    decided = True
+                else:
+                    possible.append(hv)
+                break
+            possible.append(hv)
+        if decided:
+            memo[pred] = result
+            return result
+        if not possible:
+            memo[pred] = ERR
+            return ERR
+        t_ = any(v is True or (isinstance(v, _Unk) and v.t) for v in possible)
+        f_ = any(v is False or (isinstance(v, _Unk) and v.f) for v in possible)
+        out = _Unk(t_, f_)
+        memo[pred] = out
+        return out
+
+
+# ======================================================================== evaluation
+
+
+class _Run:
+    """One query's evaluation state: the free variable, the context, the current step."""
+
+    def __init__(self, qi: QueryIndex, free: FreeVar, context: RecordValue | None) -> None:
+        self.qi = qi
+        self.an = qi.analysis
+        self.facts = qi.facts
+        self.free: FreeVar = free
+        self.outer: FreeVar = "resource" if free == "principal" else "principal"
+        self.context = context
+        self.context_known = context is not None
+        dummy = EntityUID("", "")
+        self.req = Request(dummy, dummy, dummy, context if context is not None else RecordValue())
+        self.action: EntityUID = dummy
+        self.outer_value: EntityUID = dummy
+        self.outer_missing = False
+        self.scalars: dict[Any, Any] = {}
+        self.local_tables: dict[Any, _Table] = {}
+        self.fallback_evals = 0
+        self.steps = 0
+
+    # -- steps -------------------------------------------------------------------------------
+
+    def begin_action(self, action: EntityUID) -> None:
+        self.action = action
+        self.req.action = action
+        self.scalars = {}
+
+    def begin_outer(self, value: EntityUID, missing: bool) -> None:
+        self.outer_value = value
+        self.outer_missing = missing
+        setattr(self.req, self.outer, value)
+        self.scalars = {}
+        self.steps += 1
+
+    def unknown_prone(self, pred: str) -> bool:
+        """Whether ``pred`` may read data the query does not have.
+
+        With the fixed entity missing from the store, any predicate may reach it through
+        stored references (``resource.owner`` being that principal), so all are.
+        """
+        if self.outer_missing:
+            return True
+        return not self.context_known and "context" in self.an.deps(pred)
+
+    def partial(self, free_value: EntityUID | None) -> _Partial:
+        binding = {
+            "principal": None,
+            "resource": None,
+            "action": self.action,
+            "context": self.context,
+        }
+        binding[self.outer] = self.outer_value
+        binding[self.free] = free_value
+        unknown = frozenset((self.outer_value,)) if self.outer_missing else frozenset()
+        return _Partial(self.an.groups, self.facts, binding, self.context_known, unknown)
+
+    # -- scalars and tables ------------------------------------------------------------------
+
+    def scalar(self, pred: str) -> Any:
+        """A predicate that does not read the free variable: one outcome per step."""
+        key = self.an.canon(pred)
+        if key in self.scalars:
+            return self.scalars[key]
+        if self.unknown_prone(pred):
+            out = self.partial(None).ev(pred)
+        else:
+            try:
+                out = self.qi.compiler.fn(pred)(self.req, self.facts)
+            except EvaluationError:
+                out = ERR
+        self.scalars[key] = out
+        return out
+
+    def table(self, pred: str, dom: frozenset[EntityUID]) -> _Table:
+        """A predicate that reads the free variable but not the fixed one, over ``dom``."""
+        sh = self.an.shape(pred)
+        if sh[0] == "var" and sh[1] == self.free:
+            key: Any = ("identity", id(dom))
+        else:
+            deps = self.an.deps(pred)
+            key = (
+                self.free,
+                self.an.canon(pred),
+                self.action if "action" in deps else None,
+                id(dom),
+            )
+        local = self.outer_missing or "context" in self.an.deps(pred)
+        with self.qi.lock:
+            t = self.local_tables.get(key) if local else self.qi.table(key)
+        if t is not None and t.dom is dom:
+            return t
+        t = _Identity(dom) if key[0] == "identity" else self._build_table(pred, dom)
+        with self.qi.lock:
+            if local:
+                self.local_tables[key] = t
+            else:
+                self.qi.store_table(key, t)
+        return t
+
+    def _build_table(self, pred: str, dom: frozenset[EntityUID]) -> _Table:
+        ok: dict[EntityUID, Any] = {}
+        unk: dict[EntityUID, _Unk] = {}
+        if self.unknown_prone(pred):
+            for v in dom:
+                out = self.partial(v).ev(pred)
+                if isinstance(out, _Unk):
+                    unk[v] = out
+                elif out is not ERR:
+                    ok[v] = out
+            return _Table(dom, ok, unk)
+        fn = self.qi.compiler.fn(pred)
+        facts = self.facts
+        req = Request(None, self.action, EntityUID("", ""), self.req.context)
+        if self.free == "principal":
+            for v in dom:
+                req.principal = v
+                with contextlib.suppress(EvaluationError):
+                    ok[v] = fn(req, facts)
+        else:
+            req.principal = EntityUID("", "")
+            for v in dom:
+                req.resource = v
+                with contextlib.suppress(EvaluationError):
+                    ok[v] = fn(req, facts)
+        return _Table(dom, ok, unk)
+
+    # -- boolean sets ------------------------------------------------------------------------
+
+    def cost(self, pred: str) -> int:
+        """Evaluation order of ``&&`` operands: cheap and selective first."""
+        deps = self.an.deps(pred)
+        if self.free not in deps:
+            return 0
+        sh = self.an.shape(pred)
+        if self.outer not in deps:
+            return 2
+        if sh[0] == "call" and sh[1] in _INDEX_OPS:
+            return 1
+        if sh[0] in ("not", "or", "if", "and_then", "alias"):
+            return 3
+        return 4
+
+    def true_set(
+        self, pred: str, u: frozenset[EntityUID] | set[EntityUID], dom: frozenset[EntityUID]
+    ) -> frozenset[EntityUID] | set[EntityUID]:
+        """The entities of ``u`` for which ``pred`` may be true (conjuncts reordered)."""
+        conj = self.an.conjuncts(pred)
+        if len(conj) == 1:
+            return self.sets(pred, u, dom, T_).t
+        cur = u
+        for c in sorted(conj, key=self.cost):
+            if not cur:
+                break
+            cur = self.sets(c, cur, dom, T_).t
+        return cur
+
+    def sets(
+        self,
+        pred: str,
+        u: frozenset[EntityUID] | set[EntityUID],
+        dom: frozenset[EntityUID],
+        need: int,
+    ) -> _Sets:
+        """Which entities of ``u`` make ``pred`` (possibly) true, false, an error."""
+        if not u:
+            return _Sets()
+        an = self.an
+        deps = an.deps(pred)
+        if self.free not in deps:
+            return _classify(self.scalar(pred), u, need)
+        sh = an.shape(pred)
+        kind = sh[0]
+        if kind == "alias":
+            return self.sets(sh[1], u, dom, need)
+        if kind == "and":
+            if need == T_:
+                return _Sets(t=self.true_set(pred, u, dom))
+            a = self.sets(sh[1], u, dom, T_ | (need & (F_ | E_)))
+            b = self.sets(sh[2], a.t, dom, need)
+            return _Sets(t=b.t, f=_union(a.f, b.f), e=_union(a.e, b.e))
+        if kind == "or":
+            a = self.sets(sh[1], u, dom, F_ | (need & (T_ | E_)))
+            b = self.sets(sh[2], a.f, dom, need)
+            return _Sets(t=_union(a.t, b.t), f=b.f, e=_union(a.e, b.e))
+        if kind == "not":
+            swapped = (T_ if need & F_ else 0) | (F_ if need & T_ else 0) | (need & E_)
+            a = self.sets(sh[1], u, dom, swapped)
+            return _Sets(t=a.f, f=a.t, e=a.e)
+        if kind == "if":
+            c = self.sets(sh[1], u, dom, T_ | F_ | (need & E_))
+            x = self.sets(sh[2], c.t, dom, need)
+            y = self.sets(sh[3], c.f, dom, need)
+            return _Sets(t=_union(x.t, y.t), f=_union(x.f, y.f), e=_union(c.e, x.e, y.e))
+        if kind == "and_then":
+            c = self.sets(sh[1], u, dom, T_ | (need & (F_ | E_)))
+            x = self.sets(sh[2], c.t, dom, need)
+            return _Sets(t=x.t, f=_union(c.f, x.f), e=_union(c.e, x.e))
+        if self.outer not in deps:
+            t, f, e = self.table(pred, dom).bools()
+            return _Sets(
+                t=_meet(u, t, dom) if need & T_ else _EMPTY,
+                f=_meet(u, f, dom) if need & F_ else _EMPTY,
+                e=_meet(u, e, dom) if need & E_ else _EMPTY,
+            )
+        if kind == "call" and sh[1] in _INDEX_OPS and not sh[3] and len(sh[2]) == 2:
+            got = self._indexed(sh[1], sh[2], u, dom, need)
+            if got is not None:
+                return got
+        return self._per_entity(pred, u, need)
+
+    def _operand(self, pred: str, dom: frozenset[EntityUID]) -> tuple[str, Any] | None:
+        deps = self.an.deps(pred)
+        if self.free not in deps:
+            return ("scalar", self.scalar(pred))
+        if self.outer not in deps and not self.unknown_prone(pred):
+            return ("table", self.table(pred, dom))
+        return None
+
+    def _indexed(
+        self,
+        op: str,
+        operands: tuple[str, ...],
+        u: frozenset[EntityUID] | set[EntityUID],
+        dom: frozenset[EntityUID],
+        need: int,
+    ) -> _Sets | None:
+        if self.outer_missing:
+            return None  # indexes assume every entity's data is known
+        left = self._operand(operands[0], dom)
+        if left is None:
+            return None
+        right = self._operand(operands[1], dom)
+        if right is None or left[0] == right[0]:
+            return None
+        scalar = left[1] if left[0] == "scalar" else right[1]
+        table: _Table = right[1] if left[0] == "scalar" else left[1]
+        table_left = left[0] == "table"
+        if scalar is ERR:
+            return _Sets(e=u)
+        if isinstance(scalar, _Unk):
+            return _Sets(t=u, f=u, e=u)
+        got = _index_op(self.qi, op, scalar, table, table_left)
+        if got is None:
+            return None
+        t, ok = got
+        t_u = _meet(u, t, dom)
+        ok_u = _meet(u, ok, dom)
+        if op == "neq":
+            return _Sets(
+                t=_diff(ok_u, t_u) if need & T_ else _EMPTY,
+                f=t_u,
+                e=_diff(u, ok_u) if need & E_ else _EMPTY,
+            )
+        return _Sets(
+            t=t_u,
+            f=_diff(ok_u, t_u) if need & F_ else _EMPTY,
+            e=_diff(u, ok_u) if need & E_ else _EMPTY,
+        )
+
+    def _per_entity(self, pred: str, u: frozenset[EntityUID] | set[EntityUID], need: int) -> _Sets:
+        """The fallback: evaluate the predicate for each entity of the focus."""
+        t: set[EntityUID] = set()
+        f: set[EntityUID] = set()
+        e: set[EntityUID] = set()
+        self.fallback_evals += len(u)
+        if self.unknown_prone(pred):
+            for v in u:
+                out = self.partial(v).ev(pred)
+                if out is True:
+                    t.add(v)
+                elif out is False:
+                    f.add(v)
+                elif isinstance(out, _Unk):
+                    if out.t:
+                        t.add(v)
+                    if out.f:
+                        f.add(v)
+                    e.add(v)
+                else:
+                    e.add(v)
+            return _Sets(t, f, e)
+        fn = self.qi.compiler.fn(pred)
+        req = Request(self.req.principal, self.action, self.req.resource, self.req.context)
+        facts = self.facts
+        free = self.free
+        for v in u:
+            setattr(req, free, v)
+            try:
+                out = fn(req, facts)
+            except EvaluationError:
+                e.add(v)
+                continue
+            if out is True:
+                t.add(v)
+            elif out is False:
+                f.add(v)
+            else:
+                e.add(v)
+        return _Sets(t, f, e)
+
+
+_INDEX_OPS = frozenset(
+    {
+        "eq",
+        "neq",
+        "in",
+        "method:contains",
+        "method:containsAny",
+        "method:containsAll",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+    }
+)
+
+
+def _union(*sets: frozenset[EntityUID] | set[EntityUID]) -> frozenset[EntityUID] | set[EntityUID]:
+    non_empty = [s for s in sets if s]
+    if not non_empty:
+        return _EMPTY
+    if len(non_empty) == 1:
+        return non_empty[0]
+    out = set(non_empty[0])
+    for s in non_empty[1:]:
+        out |= s
+    return out
+
+
+def _meet(
+    u: frozenset[EntityUID] | set[EntityUID],
+    s: frozenset[EntityUID] | set[EntityUID] | Any,
+    dom: frozenset[EntityUID],
+) -> frozenset[EntityUID] | set[EntityUID]:
+    """``u & s``, skipping the work when ``u`` is the whole domain."""
+    if u is dom:
+        return s if isinstance(s, frozenset | set) else set(s)
+    if len(u) <= len(s):
+        return {v for v in u if v in s}
+    return {v for v in s if v in u}
+
+
+def _diff(
+    a: frozenset[EntityUID] | set[EntityUID], b: frozenset[EntityUID] | set[EntityUID]
+) -> frozenset[EntityUID] | set[EntityUID]:
+    if not b:
+        return a
+    return a - b if isinstance(a, frozenset | set) else set(a) - set(b)
+
+
+def _index_op(
+    qi: QueryIndex, op: str, c: Any, table: _Table, table_left: bool
+) -> tuple[Any, Any] | None:
+    """``(true set, no-error set)`` over the table's domain for ``op`` with one side fixed.
+
+    ``None`` when this shape has no index (the caller falls back to per-entity evaluation).
+    """
+    if op in ("eq", "neq"):
+        hit = table.eq_index().get((type(c), value_key(c)), _EMPTY)
+        return hit, table.ok.keys()
+    if op == "in":
+        if table_left:  # table(v) in c
+            if type(c) is EntityUID:
+                targets: list[Any] = [c]
+            elif type(c) is SetValue:
+                targets = list(c)
+                if any(type(x) is not EntityUID for x in targets):
+                    return _EMPTY, _EMPTY  # a type error for every entity
+            else:
+                return _EMPTY, _EMPTY
+            below: set[EntityUID] = set()
+            for x in targets:
+                below |= qi.desc_star(x)
+            valid = {v for v, x in table.ok.items() if type(x) is EntityUID}
+            if isinstance(table, _Identity):
+                return frozenset(below) & table.dom, valid
+            eq = table.eq_index()
+            hits: set[EntityUID] = set()
+            if len(below) <= len(eq):
+                for x in below:
+                    hits |= eq.get((EntityUID, x), _EMPTY)
+            else:
+                hits = {v for v in valid if table.ok[v] in below}
+            return hits, valid
+        if type(c) is not EntityUID:  # c in table(v)
+            return _EMPTY, _EMPTY
+        idx, valid_m = table.member_index()
+        hits = set()
+        for y in (c, *qi.facts.ancestors_of(c)):
+            hits |= idx.get(y, _EMPTY)
+        return hits, valid_m
+    if op == "method:contains":
+        if table_left:  # table(v).contains(c)
+            idx_e, sets = table.elem_index()
+            return idx_e.get(value_key(c), _EMPTY), sets
+        if type(c) is not SetValue:  # c.contains(table(v))
+            return _EMPTY, _EMPTY
+        keyed = table.key_index()
+        hits = set()
+        for k in c.keys:
+            hits |= keyed.get(k, _EMPTY)
+        return hits, table.ok.keys()
+    if op == "method:containsAny":
+        if type(c) is not SetValue:
+            return _EMPTY, _EMPTY
+        idx_e, sets = table.elem_index()
+        hits = set()
+        for k in c.keys:
+            hits |= idx_e.get(k, _EMPTY)
+        return hits, sets
+    if op == "method:containsAll":
+        if not table_left:
+            return None
+        if type(c) is not SetValue:
+            return _EMPTY, _EMPTY
+        idx_e, sets = table.elem_index()
+        cur: frozenset[EntityUID] | set[EntityUID] = sets
+        for k in c.keys:
+            cur = cur & idx_e.get(k, _EMPTY)
+            if not cur:
+                break
+        return cur, sets
+    if op in ("lt", "le", "gt", "ge"):
+        if type(c) is not int:
+            return None
+        ints = table.ints()
+        if ints is None:
+            return None
+        values, ents = ints
+        # normalise to "table(v) OP c"
+        flip = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+        o = op if table_left else flip[op]
+        if o == "lt":
+            sel = ents[: bisect_left(values, c)]
+        elif o == "le":
+            sel = ents[: bisect_right(values, c)]
+        elif o == "gt":
+            sel = ents[bisect_right(values, c) :]
+        else:
+            sel = ents[bisect_left(values, c) :]
+        return set(sel), table.ok.keys()
+    return None  # pragma: no cover - _INDEX_OPS lists the ops above
+
+
+# ======================================================================== results
+
+
+@dataclass(frozen=True, slots=True)
+class Residual:
+    """A policy that may decide an entry, with the conditions the query could not decide."""
+
+    policy_id: str
+    effect: str
+    conditions: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "policy_id": self.policy_id,
+            "effect": self.effect,
+            "conditions": list(self.conditions),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AccessEntry:
+    """An allowed (or conditionally allowed) request."""
+
+    principal: EntityUID
+    action: EntityUID
+    resource: EntityUID
+    decision: Literal["allow", "conditional"]
+    reasons: tuple[str, ...] = ()
+    residuals: tuple[Residual, ...] = ()
+
+    @property
+    def triple(self) -> tuple[EntityUID, EntityUID, EntityUID]:
+        return (self.principal, self.action, self.resource)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "principal": self.principal.to_json(),
+            "action": self.action.to_json(),
+            "resource": self.resource.to_json(),
+            "decision": self.decision,
+            "reasons": list(self.reasons),
+        }
+        if self.residuals:
+            out["residuals"] = [r.to_dict() for r in self.residuals]
+        return out
+
+
+Part = tuple[PolicyPlan, frozenset[EntityUID] | set[EntityUID]]
+Maybe = tuple[PolicyPlan, frozenset[EntityUID] | set[EntityUID], bool, frozenset[EntityUID]]
+"""A conditional policy: its entities, whether the fixed entity's scope part is unknown,
+and the free entities whose scope part is unknown."""
+
+
+@dataclass(slots=True)
+class _Group:
+    """The answer of one step: the free entities allowed / conditional for (action, outer)."""
+
+    action: EntityUID
+    outer: EntityUID
+    allowed: frozenset[EntityUID] | set[EntityUID]
+    conditional: frozenset[EntityUID] | set[EntityUID]
+    permits: tuple[Part, ...]
+    maybe: tuple[Maybe, ...]
+    outer_missing: bool
+    _order: list[EntityUID] | None = None
+
+    def __len__(self) -> int:
+        return len(self.allowed) + len(self.conditional)
+
+    def order(self) -> list[EntityUID]:
+        if self._order is None:
+            if self.conditional:
+                self._order = sorted(set(self.allowed) | set(self.conditional))
+            else:
+                self._order = sorted(self.allowed)
+        return self._order
+
+
+@dataclass(slots=True)
+class QueryStats:
+    elapsed_s: float = 0.0
+    steps: int = 0
+    policies: int = 0
+    fallback_evaluations: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "elapsed_s": round(self.elapsed_s, 6),
+            "steps": self.steps,
+            "policies": self.policies,
+            "fallback_evaluations": self.fallback_evaluations,
+        }
+
+
+class QueryResult:
+    """One page of a query's answer, in order; entries are built as they are read.
+
+    ``complete`` is true when no entry of this page is conditional, i.e. the page is the
+    exact answer for the data given. ``next_cursor`` continues after the page (``None``
+    on the last page).
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        query: dict[str, Any],
+        parts: list[tuple[_Group, int]],
+        limit: int | None,
+        next_cursor: str | None,
+        stats: QueryStats,
+        run: _Run,
+    ) -> None:
+        self.kind = kind
+        self.query = query
+        self._parts = parts
+        self.limit = limit
+        self.next_cursor = next_cursor
+        self.stats = stats
+        self._run = run
+        self._entries: list[AccessEntry] | None = None
+        self._count: int | None = None
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _slices(self) -> Iterator[tuple[_Group, int, int]]:
+        remaining = self.limit
+        for g, start in self._parts:
+            n = len(g) - start
+            if n <= 0:
+                continue
+            if remaining is not None:
+                if remaining <= 0:
+                    return
+                n = min(n, remaining)
+                remaining -= n
+            yield g, start, start + n
+
+    def __len__(self) -> int:
+        if self._count is None:
+            self._count = sum(stop - start for _g, start, stop in self._slices())
+        return self._count
+
+    def iter_entries(self) -> Iterator[AccessEntry]:
+        if self._entries is not None:
+            yield from self._entries
+            return
+        for g, start, stop in self._slices():
+            yield from _entries(self._run, g, start, stop)
+
+    def __iter__(self) -> Iterator[AccessEntry]:
+        return self.iter_entries()
+
+    @property
+    def entries(self) -> list[AccessEntry]:
+        if self._entries is None:
+            self._entries = list(self.iter_entries())
+        return self._entries
+
+    def triples(self) -> Iterator[tuple[EntityUID, EntityUID, EntityUID]]:
+        """The allowed (principal, action, resource) triples of this page (not conditional)."""
+        free = self._run.free
+        for g, start, stop in self._slices():
+            if g.conditional:
+                for e in _entries(self._run, g, start, stop):
+                    if e.decision == "allow":
+                        yield e.triple
+                continue
+            for v in g.order()[start:stop]:
+                yield (v, g.action, g.outer) if free == "principal" else (g.outer, g.action, v)
+
+    @property
+    def allowed(self) -> list[AccessEntry]:
+        return [e for e in self.iter_entries() if e.decision == "allow"]
+
+    @property
+    def conditional(self) -> list[AccessEntry]:
+        return [e for e in self.iter_entries() if e.decision == "conditional"]
+
+    @property
+    def complete(self) -> bool:
+        return not any(g.conditional for g, _s, _e in self._slices())
+
+    @property
+    def principals(self) -> list[EntityUID]:
+        """``who_can``: the allowed principals, in order."""
+        return [e.principal for e in self.iter_entries() if e.decision == "allow"]
+
+    def to_dict(self) -> dict[str, Any]:
+        entries = self.entries
+        return {
+            "kind": self.kind,
+            "query": self.query,
+            "complete": self.complete,
+            "count": len(entries),
+            "allowed": sum(1 for e in entries if e.decision == "allow"),
+            "conditional": sum(1 for e in entries if e.decision == "conditional"),
+            "entries": [e.to_dict() for e in entries],
+            "next_cursor": self.next_cursor,
+            "stats": self.stats.to_dict(),
+        }
+
+
+def _entries(run: _Run, g: _Group, start: int, stop: int) -> Iterator[AccessEntry]:
+    free = run.free
+    for v in g.order()[start:stop]:
+        p, r = (v, g.outer) if free == "principal" else (g.outer, v)
+        reasons = tuple(plan.policy_id for plan, s in g.permits if v in s)
+        if v in g.allowed:
+            yield AccessEntry(p, g.action, r, "allow", reasons)
+            continue
+        residuals = tuple(
+            Residual(
+                plan.policy_id,
+                plan.effect,
+                _residual(run, g, plan, v, scope_unknown, v in unsure),
+            )
+            for plan, s, scope_unknown, unsure in g.maybe
+            if v in s
+        )
+        yield AccessEntry(p, g.action, r, "conditional", reasons, residuals)
+
+
+def _residual(
+    run: _Run,
+    g: _Group,
+    plan: PolicyPlan,
+    v: EntityUID,
+    outer_scope_unknown: bool,
+    free_scope_unknown: bool,
+) -> tuple[str, ...]:
+    """The parts of a policy the query could not decide for this entry."""
+    out: list[str] = []
+    if outer_scope_unknown:
+        out.append(plan.constraints[run.outer])
+    if free_scope_unknown:
+        out.append(plan.constraints[run.free])
+    pm = plan.pm
+    if pm is None or not pm.exact:
+        if pm is not None and pm.policy is not None:
+            out.extend(f"{c.kind} {{ {_fmt(c.body)} }}" for c in pm.policy.conditions)
+        return tuple(out)
+    run.begin_action(g.action)
+    run.begin_outer(g.outer, g.outer_missing)
+    ev = run.partial(v)
+    for clause in pm.clauses:
+        if ev.ev(clause.pred) is not True:
+            out.append(clause.text)
+    return tuple(out)
+
+
+def _fmt(e: Any) -> str:
+    from polang.language.format import format_expr
+
+    return format_expr(e)
+
+
+# ======================================================================== driving a query
+
+
+def _context(context: RecordValue | Mapping[str, Any] | None) -> RecordValue | None:
+    if context is None or isinstance(context, RecordValue):
+        return context
+    if not isinstance(context, Mapping):
+        raise QueryError(
+            f"context must be a record (a mapping) or None, not {type(context).__name__}"
+        )
+    return RecordValue(context)
+
+
+def _fingerprint(qi: QueryIndex, kind: str, parts: Sequence[Any]) -> str:
+    h = hashlib.sha256()
+    h.update(kind.encode())
+    for p in parts:
+        h.update(b"\0")
+        h.update(repr(p).encode())
+    h.update(repr(list(qi.analysis.program.policies)).encode())
+    h.update(str(len(qi.facts.entities)).encode())
+    return h.hexdigest()[:16]
+
+
+def _encode_cursor(fp: str, step: int, offset: int) -> str:
+    raw = json.dumps({"v": 1, "q": fp, "s": step, "o": offset}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str, fp: str) -> tuple[int, int]:
+    try:
+        pad = "=" * (-len(cursor) % 4)
+        data = json.loads(base64.urlsafe_b64decode(cursor + pad).decode())
+        if data.get("v") != 1:
+            raise ValueError("version")
+        step, offset = int(data["s"]), int(data["o"])
+        q = str(data["q"])
+    except Exception:
+        raise QueryError(f"cursor {cursor!r} is not a cursor returned by a query") from None
+    if q != fp:
+        raise QueryError(
+            "cursor belongs to another query (other arguments, policies or entities): "
+            "start again without a cursor"
+        )
+    if step < 0 or offset < 0:
+        raise QueryError(f"cursor {cursor!r} is out of range")
+    return step, offset
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and (type(limit) is not int or limit < 1):
+        raise QueryError(f"limit must be a positive integer or None, not {limit!r}")
+
+
+def _evaluate_step(run: _Run, plans: list[PolicyPlan], outer: EntityUID) -> _Group:
+    """Every policy for one (action, fixed entity), combined by the decision rules."""
+    qi = run.qi
+    missing = not qi.contains(outer)
+    run.begin_outer(outer, missing)
+    action = run.action
+    cands = qi.candidates(run.free, action)
+    forbid_def: set[EntityUID] = set()
+    forbid_maybe: set[EntityUID] = set()
+    permits: list[Part] = []
+    maybe: list[Maybe] = []
+    permit_maybe: set[EntityUID] = set()
+    ctx_unknown = not run.context_known
+    outer_var = run.outer
+    for plan in plans:
+        scope: bool | None = True
+        for op, arg in plan.tests[outer_var]:
+            got = _test_open(qi.facts, outer, missing, op, arg)
+            if got is False:
+                scope = False
+                break
+            if got is None:
+                scope = None
+        if scope is False:
+            continue
+        dom = qi.domain(cands, plan.tests[run.free])
+        unsure: frozenset[EntityUID] = _EMPTY
+        if missing and any(op.startswith("scope_in") for op, _a in plan.tests[run.free]):
+            # stored entities below the missing one may be in scope through it
+            through = (qi.desc_star(outer) - {outer}) & cands
+            if through:
+                unsure = frozenset(through - dom)
+                dom = dom | unsure
+        if not dom:
+            continue
+        focus: frozenset[EntityUID] | set[EntityUID] = dom
+        if plan.effect == "permit" and forbid_def:
+            focus = dom - forbid_def
+            if not focus:
+                continue
+        t = run.true_set(plan.cond_pred, focus, dom)
+        if not t:
+            continue
+        partial = (
+            scope is None
+            or bool(unsure)
+            or missing
+            or (ctx_unknown and "context" in plan.cond_deps)
+        )
+        definite: frozenset[EntityUID] | set[EntityUID]
+        cond: frozenset[EntityUID] | set[EntityUID]
+        if not partial:
+            definite, cond = t, _EMPTY
+        elif scope is None:
+            definite, cond = _EMPTY, t
+        else:
+            s2 = run.sets(plan.cond_pred, t, dom, F_ | E_)
+            bad = _union(s2.f, s2.e, unsure)
+            definite, cond = _diff(t, bad), _meet(t, bad, dom)
+        if plan.effect == "forbid":
+            if definite:
+                forbid_def |= definite
+            if cond:
+                forbid_maybe |= cond
+                maybe.append((plan, cond, scope is None, unsure))
+        else:
+            if definite:
+                permits.append((plan, definite))
+            if cond:
+                permit_maybe |= cond
+                maybe.append((plan, cond, scope is None, unsure))
+    if not permits and not permit_maybe:
+        return _Group(action, outer, _EMPTY, _EMPTY, (), (), missing)
+    if len(permits) == 1:
+        permit_def: frozenset[EntityUID] | set[EntityUID] = permits[0][1]
+    else:
+        permit_def = _union(*(s for _p, s in permits))
+    blocked = _union(forbid_def, forbid_maybe)
+    allowed = _diff(permit_def, blocked) if blocked else permit_def
+    conditional: frozenset[EntityUID] | set[EntityUID] = _EMPTY
+    if permit_maybe or forbid_maybe:
+        candidates_ = _union(permit_def, permit_maybe)
+        conditional = _diff(_diff(candidates_, forbid_def), allowed)
+    return _Group(action, outer, allowed, conditional, tuple(permits), tuple(maybe), missing)
+
+
+def _run_steps(
+    run: _Run,
+    kind: str,
+    query: dict[str, Any],
+    steps: list[tuple[EntityUID, list[EntityUID]]],
+    fp: str,
+    limit: int | None,
+    cursor: str | None,
+    progress: Callable[[int, int], None] | None = None,
+) -> QueryResult:
+    """Evaluate steps in order from the cursor until ``limit`` entries are found.
+
+    After a full page the evaluation goes on to the next step with an entry, so
+    ``next_cursor`` is ``None`` exactly when nothing follows.
+    """
+    _check_limit(limit)
+    t0 = time.perf_counter()
+    start_step, offset = _decode_cursor(cursor, fp) if cursor else (0, 0)
+    total_steps = sum(len(outers) for _a, outers in steps)
+    parts: list[tuple[_Group, int]] = []
+    found = 0
+    step = 0
+    next_cursor: str | None = None
+    policies_seen: set[str] = set()
+    for action, outers in steps:
+        if next_cursor is not None:
+            break
+        if step + len(outers) <= start_step:
+            step += len(outers)
+            continue
+        plans = run.qi.plans_for(action)
+        policies_seen.update(p.policy_id for p in plans)
+        run.begin_action(action)
+        for outer in outers:
+            if step < start_step:
+                step += 1
+                continue
+            g = _evaluate_step(run, plans, outer) if plans else None
+            if progress is not None and step % 64 == 0:
+                progress(step, total_steps)
+            begin = offset if step == start_step else 0
+            avail = len(g) - begin if g is not None else 0
+            if g is not None and avail > 0:
+                if limit is not None and found == limit:
+                    next_cursor = _encode_cursor(fp, step, begin)
+                    break
+                take = avail if limit is None else min(avail, limit - found)
+                parts.append((g, begin))
+                found += take
+                if take < avail:
+                    next_cursor = _encode_cursor(fp, step, begin + take)
+                    break
+            step += 1
+    if progress is not None:
+        progress(total_steps, total_steps)
+    stats = QueryStats(time.perf_counter() - t0, run.steps, len(policies_seen), run.fallback_evals)
+    return QueryResult(kind, query, parts, limit, next_cursor, stats, run)
+
+
+# ======================================================================== public API
+
+
+def who_can(
+    authorizer: Any,
+    facts: EntityFacts | EntityStore | Iterable[Entity] | QueryIndex,
+    action: EntityUID,
+    resource: EntityUID,
+    context: RecordValue | Mapping[str, Any] | None = None,
+    *,
+    schema: Schema | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> QueryResult:
+    """Every principal allowed ``action`` on ``resource``, sorted.
+
+    Candidates are the stored entities the schema allows as the action's principals (all
+    non-action entities without a schema). ``context=None`` means the context is not
+    known: policies that read it make their principals conditional.
+    """
+    qi = prepare(authorizer, facts, schema)
+    ctx = _context(context)
+    run = _Run(qi, "principal", ctx)
+    query = {
+        "action": action.to_json(),
+        "resource": resource.to_json(),
+        "context": None if ctx is None else _ctx_json(ctx),
+    }
+    fp = _fingerprint(qi, "who_can", [action, resource, ctx])
+    return _run_steps(run, "who_can", query, [(action, [resource])], fp, limit, cursor)
+
+
+def what_can(
+    authorizer: Any,
+    facts: EntityFacts | EntityStore | Iterable[Entity] | QueryIndex,
+    principal: EntityUID,
+    action: EntityUID | None = None,
+    context: RecordValue | Mapping[str, Any] | None = None,
+    *,
+    schema: Schema | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> QueryResult:
+    """Every (action, resource) ``principal`` is allowed, by action then resource.
+
+    ``action=None`` asks about every action (the schema's, else the action entities of
+    the store and the actions the policies name). A principal the store does not hold is
+    allowed only conditionally where a policy reads its attributes or ancestors.
+    """
+    qi = prepare(authorizer, facts, schema)
+    ctx = _context(context)
+    run = _Run(qi, "resource", ctx)
+    actions = [action] if action is not None else qi.actions
+    steps = []
+    for a in actions:
+        if qi.schema is not None:
+            ad = qi.schema.action(a)
+            if ad is None or not ad.applies_to or principal.type not in ad.principal_types:
+                continue
+        steps.append((a, [principal]))
+    query = {
+        "principal": principal.to_json(),
+        "action": action.to_json() if action is not None else None,
+        "context": None if ctx is None else _ctx_json(ctx),
+    }
+    fp = _fingerprint(qi, "what_can", [principal, action, ctx])
+    return _run_steps(run, "what_can", query, steps, fp, limit, cursor)
+
+
+def access_matrix(
+    authorizer: Any,
+    facts: EntityFacts | EntityStore | Iterable[Entity] | QueryIndex,
+    context: RecordValue | Mapping[str, Any] | None = None,
+    *,
+    schema: Schema | None = None,
+    actions: Sequence[EntityUID] | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> QueryResult:
+    """Every allowed (principal, action, resource) over the entity set.
+
+    Ordered by action, resource, principal. With ``limit`` only the steps needed for one
+    page are evaluated; pass ``next_cursor`` back to continue. ``progress(done, total)``
+    is called as resources are processed.
+    """
+    qi = prepare(authorizer, facts, schema)
+    ctx = _context(context)
+    run = _Run(qi, "principal", ctx)
+    acts = list(actions) if actions is not None else qi.actions
+    steps = [(a, sorted(qi.candidates("resource", a))) for a in acts]
+    query = {
+        "actions": None if actions is None else [a.to_json() for a in acts],
+        "context": None if ctx is None else _ctx_json(ctx),
+    }
+    fp = _fingerprint(qi, "matrix", [tuple(acts), ctx])
+    return _run_steps(run, "matrix", query, steps, fp, limit, cursor, progress)
+
+
+def _ctx_json(ctx: RecordValue) -> Any:
+    from polang.datalog.explain import value_json
+
+    return value_json(ctx)
+
+
+__all__ = [
+    "AccessEntry",
+    "ProgramAnalysis",
+    "QueryError",
+    "QueryIndex",
+    "QueryResult",
+    "QueryStats",
+    "Residual",
+    "access_matrix",
+    "analysis_for",
+    "is_action_type",
+    "prepare",
+    "value_repr",
+    "what_can",
+    "who_can",
+]

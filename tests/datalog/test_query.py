@@ -1,0 +1,500 @@
+"""who_can / what_can / access_matrix against brute force: is_authorized on every triple."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pytest
+
+from polang.datalog.authorizer import Authorizer
+from polang.datalog.facts import EntityFacts
+from polang.datalog.query import (
+    QueryError,
+    QueryIndex,
+    access_matrix,
+    prepare,
+    what_can,
+    who_can,
+)
+from polang.language.entities import Entity
+from polang.language.parser import parse_policies
+from polang.language.schema import parse_schema
+from polang.language.values import EntityUID, RecordValue, SetValue
+
+Triple = tuple[EntityUID, EntityUID, EntityUID]
+
+
+def U(t: str, i: str) -> EntityUID:
+    return EntityUID(t, i)
+
+
+VIEW, EDIT, DELETE, WRITE = (U("Action", a) for a in ("view", "edit", "delete", "write"))
+
+# Conditions over every shape the evaluator distinguishes: scalars, tables, indexed joins
+# (==, !=, in, contains*, <...), fallbacks, &&/||/!/if, errors and the context.
+CONDITIONS = [
+    "principal.dept == resource.dept",
+    "resource.dept != principal.dept",
+    "resource.owner == principal",
+    "principal == resource.owner",
+    "principal in resource.viewers",
+    "principal in resource.owner",
+    "resource in principal.folders",
+    "resource.public",
+    "principal.level > 2",
+    "principal.level >= resource.level",
+    "resource.level < principal.level",
+    "2 <= principal.level",
+    "resource has public && resource.public",
+    'resource.tags.contains("x")',
+    '["x", "y"].contains(resource.dept)',
+    "resource.viewers.contains(principal)",
+    "principal.groups.containsAny(resource.groups)",
+    'resource.tags.containsAll(["x"])',
+    "principal has manager && principal.manager == resource.owner",
+    "principal.level + 1 > resource.level",
+    "if principal.level > 3 then true else resource.public",
+    "!resource.public",
+    "resource.public || principal.level > 4",
+    'principal.getTag("team") == "a"',
+    'principal.hasTag("team")',
+    "principal is User",
+    'resource is Doc in Folder::"f0"',
+    'principal in Group::"g0"',
+    "resource.owner.dept == principal.dept",
+    "resource.owner in principal",
+    "resource.level == 1",
+    'principal.nick like "a*"',
+    "context.mfa",
+    "context.level > 1 && principal.level > 1",
+    "context.mfa || resource.public",
+    "principal.level > context.level",
+    "principal.level > resource.level + context.level",
+    "principal.groups.containsAll(resource.groups)",
+    "resource.groups.containsAll(principal.groups)",
+    "principal in resource.tags",
+    "principal in resource.dept",
+    "resource.owner in principal.manager",
+    "resource.groups.containsAny(principal.groups)",
+]
+
+PRINCIPAL_SCOPES = [
+    "principal",
+    "principal",
+    'principal in Group::"g0"',
+    'principal in Group::"g1"',
+    'principal == User::"u1"',
+    "principal is User",
+    'principal is User in Group::"g2"',
+]
+ACTION_SCOPES = [
+    "action",
+    'action == Action::"view"',
+    'action in [Action::"view", Action::"edit"]',
+    'action in Action::"write"',
+    'action == Action::"delete"',
+]
+RESOURCE_SCOPES = [
+    "resource",
+    "resource",
+    'resource in Folder::"f0"',
+    'resource in Folder::"f1"',
+    "resource is Doc",
+    'resource == Doc::"d1"',
+    'resource is Doc in Folder::"f2"',
+]
+
+
+def random_policies(rng: random.Random, n: int, *, context: bool = True) -> str:
+    conds = CONDITIONS if context else [c for c in CONDITIONS if "context" not in c]
+    out = []
+    for i in range(n):
+        effect = "forbid" if rng.random() < 0.3 else "permit"
+        scope = (
+            rng.choice(PRINCIPAL_SCOPES),
+            rng.choice(ACTION_SCOPES),
+            rng.choice(RESOURCE_SCOPES),
+        )
+        body = [f'@id("p{i}")', f"{effect}({', '.join(scope)})"]
+        for _ in range(rng.choice([0, 1, 1, 2])):
+            kind = "unless" if rng.random() < 0.25 else "when"
+            c = rng.choice(conds)
+            if rng.random() < 0.3:
+                c = f"({c}) && ({rng.choice(conds)})"
+            body.append(f"{kind} {{ {c} }}")
+        out.append("\n".join(body) + ";")
+    return "\n".join(out)
+
+
+def random_entities(rng: random.Random, users: int = 7, docs: int = 7) -> list[Entity]:
+    groups = [U("Group", f"g{i}") for i in range(3)]
+    folders = [U("Folder", f"f{i}") for i in range(3)]
+    us = [U("User", f"u{i}") for i in range(users)]
+    ds = [U("Doc", f"d{i}") for i in range(docs)]
+    ents = [
+        Entity(groups[0], {}, {groups[1]}),
+        Entity(groups[1]),
+        Entity(groups[2], {}, {groups[0]}),
+        Entity(folders[0]),
+        Entity(folders[1], {}, {folders[0]}),
+        Entity(folders[2]),
+        Entity(WRITE),
+        Entity(VIEW),
+        Entity(EDIT, parents={WRITE}),
+        Entity(DELETE, parents={WRITE}),
+    ]
+    for u in us:
+        attrs: dict[str, object] = {}
+        if rng.random() < 0.9:
+            attrs["dept"] = rng.choice(["x", "y", "z"])
+        if rng.random() < 0.9:
+            attrs["level"] = rng.randrange(0, 6)
+        elif rng.random() < 0.5:
+            attrs["level"] = "high"  # a type error where compared
+        if rng.random() < 0.5:
+            attrs["manager"] = rng.choice(us)
+        if rng.random() < 0.7:
+            attrs["folders"] = SetValue(rng.sample(folders, rng.randrange(0, 3)))
+        if rng.random() < 0.7:
+            attrs["groups"] = SetValue(rng.sample(["a", "b", "c"], rng.randrange(0, 3)))
+        if rng.random() < 0.6:
+            attrs["nick"] = rng.choice(["alpha", "bob", "al"])
+        tags = {"team": rng.choice(["a", "b"])} if rng.random() < 0.5 else {}
+        parents = set(rng.sample(groups, rng.randrange(0, 3)))
+        ents.append(Entity(u, attrs, parents, tags))
+    for d in ds:
+        attrs = {}
+        if rng.random() < 0.9:
+            attrs["owner"] = rng.choice([*us, U("User", "nobody"), groups[0]])
+        if rng.random() < 0.8:
+            attrs["dept"] = rng.choice(["x", "y", "z"])
+        if rng.random() < 0.7:
+            attrs["public"] = rng.random() < 0.5
+        elif rng.random() < 0.3:
+            attrs["public"] = 1  # not a Bool
+        if rng.random() < 0.8:
+            attrs["level"] = rng.randrange(0, 6)
+        if rng.random() < 0.8:
+            attrs["viewers"] = SetValue(rng.sample(us, rng.randrange(0, 4)))
+        if rng.random() < 0.7:
+            attrs["tags"] = SetValue(rng.sample(["x", "y", "q"], rng.randrange(0, 3)))
+        if rng.random() < 0.7:
+            attrs["groups"] = SetValue(rng.sample(["a", "b", "c"], rng.randrange(0, 3)))
+        parents = set(rng.sample(folders, rng.randrange(0, 2)))
+        ents.append(Entity(d, attrs, parents))
+    return ents
+
+
+@dataclass
+class Case:
+    seed: int
+    authorizer: Authorizer
+    facts: EntityFacts
+    actions: list[EntityUID]
+    candidates: list[EntityUID]
+
+
+def make_case(seed: int, n_policies: int = 12, *, context: bool = True) -> Case:
+    rng = random.Random(seed)
+    text = random_policies(rng, n_policies, context=context)
+    policies = {p.policy_id or "": p for p in parse_policies(text, f"seed{seed}.polang")}
+    facts = EntityFacts(random_entities(rng))
+    actions = sorted(
+        {e.uid for e in facts.entities if e.uid.type == "Action"} | {VIEW, EDIT, DELETE, WRITE}
+    )
+    cands = sorted(e.uid for e in facts.entities if e.uid.type != "Action")
+    return Case(seed, Authorizer(policies), facts, actions, cands)
+
+
+def brute_force(case: Case, context: RecordValue, facts: EntityFacts | None = None) -> set[Triple]:
+    facts = facts or case.facts
+    out = set()
+    for a in case.actions:
+        for r in case.candidates:
+            for p in case.candidates:
+                if case.authorizer.is_authorized(p, a, r, context, facts).allow:
+                    out.add((p, a, r))
+    return out
+
+
+CONTEXTS = [
+    RecordValue({"mfa": True, "level": 3}),
+    RecordValue({"mfa": False, "level": 0}),
+    RecordValue({"mfa": 1, "level": 2}),  # a type error where `context.mfa` is a condition
+    RecordValue({}),  # every context read errors
+]
+
+
+def entries_by_decision(result: Iterable[object]) -> tuple[set[Triple], set[Triple]]:
+    allow, cond = set(), set()
+    for e in result:
+        (allow if e.decision == "allow" else cond).add(e.triple)  # type: ignore[attr-defined]
+    return allow, cond
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_matrix_equals_brute_force_with_known_context(seed: int) -> None:
+    case = make_case(seed)
+    ctx = CONTEXTS[seed % len(CONTEXTS)]
+    expected = brute_force(case, ctx)
+    result = access_matrix(case.authorizer, case.facts, ctx)
+    allow, cond = entries_by_decision(result)
+    assert not cond and result.complete
+    assert allow == expected
+    assert set(result.triples()) == expected
+    assert len(result) == len(expected)
+
+
+@pytest.mark.parametrize("seed", range(12, 18))
+def test_who_can_and_what_can_equal_brute_force(seed: int) -> None:
+    case = make_case(seed)
+    ctx = CONTEXTS[seed % len(CONTEXTS)]
+    expected = brute_force(case, ctx)
+    qi = prepare(case.authorizer, case.facts)
+    for a in case.actions:
+        for r in case.candidates:
+            got = who_can(case.authorizer, qi, a, r, ctx)
+            assert got.complete
+            want = sorted(p for p, a2, r2 in expected if a2 == a and r2 == r)
+            assert got.principals == want, (seed, a, r)
+    for p in case.candidates:
+        got = what_can(case.authorizer, qi, p, None, ctx)
+        assert {e.triple for e in got} == {t for t in expected if t[0] == p}, (seed, p)
+        one = what_can(case.authorizer, qi, p, VIEW, ctx)
+        assert {e.triple for e in one} == {t for t in expected if t[0] == p and t[1] == VIEW}
+
+
+@pytest.mark.parametrize("seed", range(18, 26))
+def test_unknown_context_is_conditional_never_dropped(seed: int) -> None:
+    case = make_case(seed)
+    result = access_matrix(case.authorizer, case.facts, None)
+    allow, cond = entries_by_decision(result)
+    assert not (allow & cond)
+    for ctx in CONTEXTS:
+        actual = brute_force(case, ctx)
+        assert allow <= actual, "a definite answer must hold whatever the context"
+        assert actual <= allow | cond, "an answer that depends on the context must be listed"
+    for e in result.conditional:
+        assert e.residuals, "a conditional entry names the policies that decide it"
+
+
+def refer_to(case: Case, ghost: EntityUID, rng: random.Random) -> None:
+    """Make some stored entities point at ``ghost`` (owner, viewer, manager, parent)."""
+    ents = []
+    for e in case.facts.entities:
+        attrs = dict(e.attrs)
+        parents = set(e.parents)
+        if e.uid.type == "Doc" and rng.random() < 0.4:
+            attrs["owner"] = ghost
+        if e.uid.type == "Doc" and rng.random() < 0.4:
+            attrs["viewers"] = SetValue([ghost])
+        if e.uid.type == "User" and rng.random() < 0.4:
+            attrs["manager"] = ghost
+        if e.uid.type == ghost.type and e.uid != ghost and rng.random() < 0.3:
+            parents.add(ghost)
+        ents.append(Entity(e.uid, attrs, parents, e.tags))
+    case.facts = EntityFacts(ents)
+
+
+@pytest.mark.parametrize("seed", range(26, 32))
+def test_principal_not_in_store_is_conditional(seed: int) -> None:
+    case = make_case(seed, context=False)
+    ghost = U("User", "ghost")
+    refer_to(case, ghost, random.Random(seed))
+    ctx = RecordValue({"mfa": True, "level": 2})
+    result = what_can(case.authorizer, case.facts, ghost, None, ctx)
+    allow, cond = entries_by_decision(result)
+    rng = random.Random(seed)
+    variants = [Entity(ghost)]
+    for _ in range(6):
+        e = random_entities(rng, users=1, docs=0)[-1]
+        variants.append(Entity(ghost, e.attrs, e.parents | {U("User", "u2")}, e.tags))
+    for v in variants:
+        facts = case.facts.with_entities([v])
+        actual = set()
+        for a in case.actions:
+            for r in case.candidates:
+                if case.authorizer.is_authorized(ghost, a, r, ctx, facts).allow:
+                    actual.add((ghost, a, r))
+        assert allow <= actual
+        assert actual <= allow | cond
+
+
+@pytest.mark.parametrize("seed", range(32, 36))
+def test_resource_not_in_store_is_conditional(seed: int) -> None:
+    case = make_case(seed, context=False)
+    ghost = U("Doc", "ghost")
+    refer_to(case, ghost, random.Random(-seed))
+    ctx = RecordValue({"mfa": True, "level": 2})
+    rng = random.Random(seed)
+    for a in case.actions:
+        result = who_can(case.authorizer, case.facts, a, ghost, ctx)
+        allow, cond = entries_by_decision(result)
+        for _ in range(3):
+            e = random_entities(rng, users=4, docs=1)[-1]
+            facts = case.facts.with_entities([Entity(ghost, e.attrs, e.parents, e.tags)])
+            actual = {
+                (p, a, ghost)
+                for p in case.candidates
+                if case.authorizer.is_authorized(p, a, ghost, ctx, facts).allow
+            }
+            assert allow <= actual
+            assert actual <= allow | cond
+
+
+@pytest.mark.parametrize("seed", [3, 7, 19])
+def test_paging_concatenates_to_the_whole_answer(seed: int) -> None:
+    case = make_case(seed)
+    whole = [e.to_dict() for e in access_matrix(case.authorizer, case.facts, None)]
+    for limit in (1, 3, 17):
+        pages: list[dict[str, object]] = []
+        cursor = None
+        n = 0
+        while True:
+            page = access_matrix(case.authorizer, case.facts, None, limit=limit, cursor=cursor)
+            assert len(page) <= limit
+            pages.extend(e.to_dict() for e in page)
+            cursor = page.next_cursor
+            n += 1
+            if cursor is None:
+                break
+            assert len(page) == limit
+        assert pages == whole
+        assert n == max(1, -(-len(whole) // limit))
+
+
+def test_cursor_from_another_query_is_rejected() -> None:
+    case = make_case(5)
+    page = access_matrix(case.authorizer, case.facts, None, limit=1)
+    assert page.next_cursor is not None
+    with pytest.raises(QueryError, match="another query"):
+        access_matrix(case.authorizer, case.facts, RecordValue({}), cursor=page.next_cursor)
+    with pytest.raises(QueryError, match="not a cursor"):
+        access_matrix(case.authorizer, case.facts, None, cursor="garbage!")
+    with pytest.raises(QueryError, match="limit"):
+        access_matrix(case.authorizer, case.facts, None, limit=0)
+
+
+SCHEMA = """
+entity Group in [Group];
+entity User in [Group] { level: Long };
+entity Doc { owner: User };
+entity Robot;
+action view appliesTo { principal: [User], resource: [Doc] };
+action audit appliesTo { principal: [User, Robot], resource: [Doc, User] };
+"""
+
+
+def test_schema_limits_candidates_to_the_action_types() -> None:
+    schema = parse_schema(SCHEMA)
+    policies = parse_policies(
+        '@id("all") permit(principal, action, resource);\n'
+        '@id("no") forbid(principal == User::"b", action == Action::"audit", resource);'
+    )
+    auth = Authorizer(policies)
+    ents = [
+        Entity(U("User", "a"), {"level": 1}),
+        Entity(U("User", "b"), {"level": 2}),
+        Entity(U("Robot", "r")),
+        Entity(U("Doc", "d"), {"owner": U("User", "a")}),
+        Entity(U("Group", "g")),
+    ]
+    facts = EntityFacts(ents)
+    m = access_matrix(auth, facts, RecordValue({}), schema=schema)
+    got = set(m.triples())
+    want = set()
+    for a, ps, rs in (
+        (U("Action", "view"), ["User"], ["Doc"]),
+        (U("Action", "audit"), ["User", "Robot"], ["Doc", "User"]),
+    ):
+        for p in (e.uid for e in ents if e.uid.type in ps):
+            for r in (e.uid for e in ents if e.uid.type in rs):
+                if auth.is_authorized(p, a, r, {}, facts).allow:
+                    want.add((p, a, r))
+    assert got == want
+    assert (U("User", "b"), U("Action", "audit"), U("Doc", "d")) not in got
+    # what_can skips actions whose principal types exclude the principal
+    robot = what_can(auth, facts, U("Robot", "r"), None, RecordValue({}), schema=schema)
+    assert {e.action for e in robot} == {U("Action", "audit")}
+
+
+def test_reasons_and_residuals_name_the_policies() -> None:
+    policies = parse_policies(
+        '@id("owner") permit(principal, action == Action::"view", resource)\n'
+        "  when { resource.owner == principal };\n"
+        '@id("mfa") permit(principal is User in Group::"staff",\n'
+        '  action == Action::"view", resource)\n'
+        "  when { resource.public } when { context.mfa };\n"
+        '@id("lock") forbid(principal, action, resource) when { context.locked };'
+    )
+    auth = Authorizer(policies)
+    alice, bob = U("User", "alice"), U("User", "bob")
+    doc = U("Doc", "d")
+    facts = EntityFacts(
+        [
+            Entity(alice, {}, {U("Group", "staff")}),
+            Entity(bob),
+            Entity(U("Group", "staff")),
+            Entity(doc, {"owner": bob, "public": True}),
+        ]
+    )
+    known = who_can(auth, facts, VIEW, doc, {"mfa": True, "locked": False})
+    assert known.principals == [alice, bob]
+    assert {e.principal: e.reasons for e in known} == {alice: ("mfa",), bob: ("owner",)}
+    unknown = who_can(auth, facts, VIEW, doc, None)
+    assert not unknown.complete
+    by = {e.principal: e for e in unknown}
+    assert by[bob].decision == "conditional"
+    assert by[bob].reasons == ("owner",)
+    assert [(r.policy_id, r.conditions) for r in by[bob].residuals] == [
+        ("lock", ("when { context.locked }",))
+    ]
+    res = {r.policy_id: r.conditions for r in by[alice].residuals}
+    assert res == {"mfa": ("when { context.mfa }",), "lock": ("when { context.locked }",)}
+    d = unknown.to_dict()
+    assert d["complete"] is False and d["conditional"] == 2
+
+
+def test_scope_pruning_uses_the_hierarchy_and_types() -> None:
+    policies = parse_policies(
+        '@id("a") permit(principal in Org::"o", action, resource is Doc in Folder::"top");'
+    )
+    auth = Authorizer(policies)
+    ents = [
+        Entity(U("Org", "o")),
+        Entity(U("Group", "g"), {}, {U("Org", "o")}),
+        Entity(U("User", "a"), {}, {U("Group", "g")}),
+        Entity(U("User", "b")),
+        Entity(U("Folder", "top")),
+        Entity(U("Folder", "sub"), {}, {U("Folder", "top")}),
+        Entity(U("Doc", "d1"), {}, {U("Folder", "sub")}),
+        Entity(U("Doc", "d2")),
+    ]
+    facts = EntityFacts(ents)
+    got = set(access_matrix(auth, facts, {}, actions=[VIEW]).triples())
+    assert got == {
+        (p, VIEW, U("Doc", "d1")) for p in (U("User", "a"), U("Group", "g"), U("Org", "o"))
+    }
+
+
+def test_a_prepared_index_is_reused_and_checked() -> None:
+    case = make_case(8)
+    qi = QueryIndex(case.authorizer, case.facts)
+    assert prepare(case.authorizer, qi) is qi
+    assert prepare(case.authorizer, case.facts) is prepare(case.authorizer, case.facts)
+    other = make_case(9)
+    with pytest.raises(QueryError, match="another authorizer"):
+        who_can(other.authorizer, qi, VIEW, U("Doc", "d1"))
+
+
+def test_result_to_dict_is_json_ready() -> None:
+    import json
+
+    case = make_case(11)
+    r = access_matrix(case.authorizer, case.facts, None, limit=5)
+    d = r.to_dict()
+    json.dumps(d)
+    assert d["kind"] == "matrix" and d["count"] == len(r) <= 5
+    assert set(d["stats"]) >= {"elapsed_s", "steps", "policies"}
