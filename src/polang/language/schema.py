@@ -269,6 +269,7 @@ _EXTENSIONS: dict[str, ExtensionType] = {n: ExtensionType(n) for n in EXTENSION_
 _IDENT_RE = re.compile(r"[_a-zA-Z][_a-zA-Z0-9]*\Z")
 
 
+@functools.lru_cache(maxsize=4096)
 def name_error(name: str) -> str | None:
     """Why ``name`` is not a valid (possibly ``::``-qualified) type name, or None."""
     if not name:
@@ -291,6 +292,7 @@ def _action_type(ns: str) -> str:
     return _qualify(ns, "Action")
 
 
+@functools.lru_cache(maxsize=16384)
 def json_path(base: str, key: str | int) -> str:
     """``base`` extended by one key, in the ``$.a.b[0]["odd key"]`` notation."""
     if isinstance(key, int):
