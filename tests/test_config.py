@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from hypothesis import given
@@ -173,7 +174,7 @@ def test_unknown_keys_are_errors_with_a_suggestion() -> None:
     with pytest.raises(ConfigError, match="unknown configuration key 'FOO'"):
         Config.from_dict({"FOO": 1})
     with pytest.raises(ConfigError, match="not a string"):
-        Config.from_dict({1: 1})
+        Config.from_dict(cast(dict[str, Any], {1: 1}))
 
 
 def test_engine_lock_is_not_supported_yet() -> None:
@@ -211,8 +212,9 @@ def test_direct_construction_is_validated_too() -> None:
     with pytest.raises(ConfigError, match="ENGINE_LOG_LEVEL"):
         Config(log_level="LOUD")
     with pytest.raises(ConfigError, match="ENGINE_LOG_TYPE"):
-        Config(log_type=None)
-    assert Config(policy_store_local_fn=Path("x/y")).policy_store_local_fn == "x/y"
+        Config(log_type=cast(str, None))
+    as_path: Any = Path("x/y")
+    assert Config(policy_store_local_fn=as_path).policy_store_local_fn == "x/y"
 
 
 def test_from_file_json_and_yaml(tmp_path: Path) -> None:

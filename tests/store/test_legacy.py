@@ -215,6 +215,7 @@ def test_policy_errors_name_the_record_and_the_text_position(tmp_path: Path) -> 
     )
     p = err.problems[0]
     assert (p.kind, p.file) == ("policy_syntax", "store.json")
+    assert p.location is not None
     assert p.location.startswith('$.policy_stores["app-store"].policies.p.policy_content (text 2:')
 
 
