@@ -119,6 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PolangError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `polang ... | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

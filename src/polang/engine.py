@@ -191,7 +191,7 @@ class Engine:
         self._source: PolicyStoreSource | None = None
         if store is None:
             self._source = config.policy_store_source()
-            store = self._source.load(config)
+            store = self._source.load(config, ssl_context=ssl_context)
         started = time.perf_counter()
         self._snap = _build_snapshot(store, config, ssl_context)
         self.logger.system(
@@ -212,7 +212,12 @@ class Engine:
             from polang.store.refresh import StoreRefresher
 
             self._refresher = StoreRefresher(
-                self._source, config, self._on_new_store, self._on_refresh_error, current=store
+                self._source,
+                config,
+                self._on_new_store,
+                self._on_refresh_error,
+                current=store,
+                ssl_context=ssl_context,
             )
             self._refresher.start()
 
