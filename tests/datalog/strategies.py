@@ -16,11 +16,86 @@ Entry points: :func:`scenarios` (all of it), and the pieces :func:`schemas`,
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from hypothesis import strategies as st
+
+# ---------------------------------------------------------------------------- choices
+
+T = TypeVar("T")
+
+
+class Chooser(Protocol):
+    """Where the generators get their choices: Hypothesis (shrinkable) or a seeded Random."""
+
+    def integer(self, lo: int, hi: int) -> int: ...
+    def choice(self, items: Sequence[T]) -> T: ...
+    def coin(self) -> bool: ...
+    def sublist(self, items: Sequence[T], min_size: int = 0, max_size: int = 3) -> list[T]: ...
+    def sequence(self, items: Sequence[T], min_size: int = 0, max_size: int = 3) -> list[T]: ...
+    def shuffle(self, items: Sequence[T]) -> list[T]: ...
+
+
+class HypothesisChooser:
+    def __init__(self, draw: st.DrawFn) -> None:
+        self._draw = draw
+
+    def integer(self, lo: int, hi: int) -> int:
+        return self._draw(st.integers(lo, hi))
+
+    def choice(self, items: Sequence[T]) -> T:
+        return self._draw(st.sampled_from(items))
+
+    def coin(self) -> bool:
+        return self._draw(st.booleans())
+
+    def sublist(self, items: Sequence[T], min_size: int = 0, max_size: int = 3) -> list[T]:
+        """Distinct elements (by position) of ``items``."""
+        idx = self._draw(
+            st.lists(
+                st.integers(0, len(items) - 1),
+                min_size=min(min_size, len(items)),
+                max_size=min(max_size, len(items)),
+                unique=True,
+            )
+        )
+        return [items[i] for i in idx]
+
+    def sequence(self, items: Sequence[T], min_size: int = 0, max_size: int = 3) -> list[T]:
+        return self._draw(st.lists(st.sampled_from(items), min_size=min_size, max_size=max_size))
+
+    def shuffle(self, items: Sequence[T]) -> list[T]:
+        return list(self._draw(st.permutations(items)))
+
+
+class RandomChooser:
+    def __init__(self, rng: random.Random) -> None:
+        self._rng = rng
+
+    def integer(self, lo: int, hi: int) -> int:
+        return self._rng.randint(lo, hi)
+
+    def choice(self, items: Sequence[T]) -> T:
+        return self._rng.choice(items)
+
+    def coin(self) -> bool:
+        return self._rng.random() < 0.5
+
+    def sublist(self, items: Sequence[T], min_size: int = 0, max_size: int = 3) -> list[T]:
+        hi = min(max_size, len(items))
+        return self._rng.sample(list(items), self._rng.randint(min(min_size, hi), hi))
+
+    def sequence(self, items: Sequence[T], min_size: int = 0, max_size: int = 3) -> list[T]:
+        return [self._rng.choice(items) for _ in range(self._rng.randint(min_size, max_size))]
+
+    def shuffle(self, items: Sequence[T]) -> list[T]:
+        out = list(items)
+        self._rng.shuffle(out)
+        return out
+
 
 # ---------------------------------------------------------------------------- types
 
@@ -114,6 +189,28 @@ class SchemaSpec:
     groups: tuple[str, ...]
     context: RecT
     ids: tuple[str, ...] = ("a", "b", "c")
+    namespace: str = ""
+    enums: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def q(self, name: str) -> str:
+        """The full name of a type declared in the schema (as policies and JSON spell it)."""
+        return f"{self.namespace}::{name}" if self.namespace else name
+
+    @property
+    def action_type(self) -> str:
+        return self.q(ACTION_TYPE)
+
+    def ids_of(self, type_name: str) -> tuple[str, ...]:
+        """Entity ids used for a type: an enumerated type's members plus one non-member."""
+        for name, members in self.enums:
+            if name == type_name:
+                return members
+        return self.ids
+
+    @property
+    def all_type_names(self) -> tuple[str, ...]:
+        """Every entity type, enumerated ones included (they never have entities)."""
+        return self.type_names + tuple(name for name, _ in self.enums)
 
     def etype(self, name: str) -> EntityTypeSpec | None:
         for e in self.entity_types:
@@ -134,6 +231,8 @@ class SchemaSpec:
     def text(self) -> str:
         """The schema in the human-readable form (both engines read it)."""
         out: list[str] = []
+        for name, members in self.enums:
+            out.append(f"entity {name} enum [{', '.join(quote(m) for m in members)}];")
         for e in self.entity_types:
             head = f"entity {e.name}"
             if e.member_of:
@@ -157,6 +256,9 @@ class SchemaSpec:
                 + f"], context: {ctx} }};"
             )
             out.append(line)
+        if self.namespace:
+            body = "\n".join("  " + line for line in out)
+            return f"namespace {self.namespace} {{\n{body}\n}}\n"
         return "\n".join(out) + "\n"
 
 
@@ -168,79 +270,91 @@ ACTION_NAMES = ("read", "write", "delete")
 GROUP_NAMES = ("all", "edit")
 
 
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\0": "\\0"}
+
+
+def one_in(draw: Chooser, n: int) -> bool:
+    """True about once in ``n`` draws (a middle value: Hypothesis favours the ends of a
+    range, and shrinking towards 0 turns the rare case off)."""
+    return bool(draw.integer(0, n - 1) == n // 2)
+
+
 def quote(s: str) -> str:
-    """A string literal of the language (only ``\\`` and ``"`` need escaping here)."""
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A string literal of the language."""
+    return '"' + "".join(_ESCAPES.get(c, c) for c in s) + '"'
 
 
-def draw_type(draw: st.DrawFn, type_names: Sequence[str], depth: int) -> Ty:
+def quote_unicode(s: str) -> str:
+    """The same string literal with every character written as a ``\\u{...}`` escape."""
+    return '"' + "".join(f"\\u{{{ord(c):x}}}" for c in s) + '"'
+
+
+def draw_type(draw: Chooser, type_names: Sequence[str], depth: int) -> Ty:
     """A type: primitives, extensions, entities, and (above depth 0) sets and records."""
-    k = draw(st.integers(0, 4 if depth > 0 else 2))
+    k = draw.integer(0, 4 if depth > 0 else 2)
     if k == 0:
-        return draw(st.sampled_from((LONG, STRING, BOOL)))
+        return draw.choice((LONG, STRING, BOOL))
     if k == 1:
-        return ExtT(draw(st.sampled_from(EXT_NAMES)))
+        return ExtT(draw.choice(EXT_NAMES))
     if k == 2:
-        return EntT(draw(st.sampled_from(type_names))) if type_names else LONG
+        return EntT(draw.choice(type_names)) if type_names else LONG
     if k == 3:
         return SetT(draw_type(draw, type_names, depth - 1))
     return draw_record_type(draw, type_names, depth - 1, FIELD_NAMES)
 
 
 def draw_record_type(
-    draw: st.DrawFn,
+    draw: Chooser,
     type_names: Sequence[str],
     depth: int,
     names: Sequence[str],
     max_size: int = 3,
 ) -> RecT:
-    chosen = draw(st.lists(st.sampled_from(names), max_size=max_size, unique=True))
-    return RecT(
-        tuple(Field(n, draw_type(draw, type_names, depth), draw(st.booleans())) for n in chosen)
-    )
+    chosen = draw.sublist(names, max_size=max_size)
+    return RecT(tuple(Field(n, draw_type(draw, type_names, depth), draw.coin()) for n in chosen))
 
 
-def draw_schema(draw: st.DrawFn) -> SchemaSpec:
+def draw_schema(draw: Chooser) -> SchemaSpec:
     """A small schema: 2-4 entity types (attributes of every kind, hierarchies, tags),
     1-3 actions with action groups, one context type."""
-    names = draw(st.lists(st.sampled_from(TYPE_NAMES), min_size=2, max_size=4, unique=True))
+    names = draw.sublist(TYPE_NAMES, min_size=2, max_size=4)
+    enums: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    value_types = list(names)
+    if one_in(draw, 4):
+        enums = (("Color", ("red", "green")),)
+        value_types.append("Color")
     etypes: list[EntityTypeSpec] = []
     for n in names:
-        attrs = draw_record_type(draw, names, 1, ATTR_NAMES, max_size=4)
-        member_of = tuple(draw(st.lists(st.sampled_from(names), max_size=2, unique=True)))
-        tags = draw(st.sampled_from((None, None, STRING, LONG, SetT(STRING))))
+        attrs = draw_record_type(draw, value_types, 1, ATTR_NAMES, max_size=4)
+        member_of = tuple(draw.sublist(names, max_size=2))
+        tags = draw.choice((None, None, STRING, LONG, SetT(STRING)))
         etypes.append(EntityTypeSpec(n, attrs, member_of, tags))
-    context = draw_record_type(draw, names, 1, CTX_NAMES)
-    groups = tuple(draw(st.lists(st.sampled_from(GROUP_NAMES), max_size=2, unique=True)))
-    action_names = draw(
-        st.lists(st.sampled_from(ACTION_NAMES), min_size=1, max_size=3, unique=True)
-    )
-    some_types = st.lists(st.sampled_from(names), min_size=1, max_size=2, unique=True)
+    context = draw_record_type(draw, value_types, 1, CTX_NAMES)
+    groups = tuple(draw.sublist(GROUP_NAMES, max_size=2))
+    action_names = draw.sublist(ACTION_NAMES, min_size=1, max_size=3)
     actions = []
     for a in action_names:
-        principals = tuple(draw(some_types))
-        resources = tuple(draw(some_types))
-        member_of = (
-            tuple(draw(st.lists(st.sampled_from(groups), max_size=2, unique=True)))
-            if groups
-            else ()
-        )
+        principals = tuple(draw.sublist(names, min_size=1, max_size=2))
+        resources = tuple(draw.sublist(names, min_size=1, max_size=2))
+        member_of = tuple(draw.sublist(groups, max_size=2)) if groups else ()
         actions.append(ActionSpec(a, principals, resources, member_of))
-    return SchemaSpec(tuple(etypes), tuple(actions), groups, context)
+    namespace = draw.choice(("", "", "App", "Org::App"))
+    return SchemaSpec(
+        tuple(etypes), tuple(actions), groups, context, namespace=namespace, enums=enums
+    )
 
 
 @st.composite
 def schemas(draw: st.DrawFn) -> SchemaSpec:
     """Schemas (see :func:`draw_schema`)."""
-    return draw_schema(draw)
+    return draw_schema(HypothesisChooser(draw))
 
 
 # ---------------------------------------------------------------------------- values
 
-STRINGS = ("", "a", "ab", "abc", "b", "ba", "A", "a*b", "x y", 'q"t', "back\\slash", "é")
+STRINGS = ("", "a", "ab", "abc", "b", "ba", "A", "a*b", "x y", 'q"t', "back\\slash", "é", "a\nb")
 TAG_KEYS = ("k1", "k2", "k3")
-SMALL_LONGS = st.integers(-4, 6)
-BIG_LONGS = st.sampled_from([2**63 - 1, -(2**63), 2**62, -(2**62), 3037000500, 4294967296])
+BIG_LONGS = (2**63 - 1, -(2**63), 2**62, -(2**62), 3037000500, 4294967296)
 DECIMALS_OK = ("0.0", "1.0", "1.5", "-2.25", "0.0001", "12.3400", "922337203685477.5807")
 DECIMALS_BAD = ("1.23456", "abc", "1", "922337203685477.5808")
 IPS_OK = (
@@ -284,28 +398,28 @@ def uid_json(type_name: str, id_: str) -> dict[str, str]:
     return {"type": type_name, "id": id_}
 
 
-def draw_json_value(draw: st.DrawFn, schema: SchemaSpec, t: Ty) -> Any:
+def draw_json_value(draw: Chooser, schema: SchemaSpec, t: Ty) -> Any:
     """A JSON value (entity/context form) of type ``t``, with explicit escapes."""
     if t == LONG:
-        return draw(SMALL_LONGS) if draw(st.integers(0, 5)) else draw(BIG_LONGS)
+        return draw.integer(-4, 6) if draw.integer(0, 5) else draw.choice(BIG_LONGS)
     if t == STRING:
-        return draw(st.sampled_from(STRINGS))
+        return draw.choice(STRINGS)
     if t == BOOL:
-        return draw(st.booleans())
+        return draw.coin()
     if isinstance(t, ExtT):
-        return {"__extn": {"fn": EXT_CTOR[t.name], "arg": draw(st.sampled_from(EXT_OK[t.name]))}}
+        return {"__extn": {"fn": EXT_CTOR[t.name], "arg": draw.choice(EXT_OK[t.name])}}
     if isinstance(t, EntT):
-        return {"__entity": uid_json(t.name, draw(st.sampled_from(schema.ids)))}
+        return {"__entity": uid_json(schema.q(t.name), draw.choice(schema.ids_of(t.name)))}
     if isinstance(t, SetT):
-        return [draw_json_value(draw, schema, t.elem) for _ in range(draw(st.integers(0, 3)))]
+        return [draw_json_value(draw, schema, t.elem) for _ in range(draw.integer(0, 3))]
     assert isinstance(t, RecT)
     return draw_json_record(draw, schema, t)
 
 
-def draw_json_record(draw: st.DrawFn, schema: SchemaSpec, t: RecT) -> dict[str, Any]:
+def draw_json_record(draw: Chooser, schema: SchemaSpec, t: RecT) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in t.fields:
-        if f.required or draw(st.booleans()):
+        if f.required or draw.coin():
             out[f.name] = draw_json_value(draw, schema, f.ty)
     return out
 
@@ -313,31 +427,27 @@ def draw_json_record(draw: st.DrawFn, schema: SchemaSpec, t: RecT) -> dict[str, 
 # ---------------------------------------------------------------------------- entities
 
 
-def draw_entities(draw: st.DrawFn, schema: SchemaSpec) -> list[dict[str, Any]]:
+def draw_entities(draw: Chooser, schema: SchemaSpec) -> list[dict[str, Any]]:
     """Entities conforming to the schema. Parents only point to entities created earlier,
     so the hierarchy is acyclic; some uids of the id pool are left out of the store, so
     references to them dangle."""
     uids = [(t, i) for t in schema.type_names for i in schema.ids]
-    present = [u for u in uids if draw(st.integers(0, 4)) > 0]
-    order = draw(st.permutations(present))
+    present = [u for u in uids if draw.integer(0, 4) > 0]
+    order = draw.shuffle(present)
     out: list[dict[str, Any]] = []
     made: list[tuple[str, str]] = []
     for t, i in order:
         spec = schema.etype(t)
         assert spec is not None
         candidates = [u for u in made if u[0] in spec.member_of]
-        parents = (
-            draw(st.lists(st.sampled_from(candidates), max_size=2, unique=True))
-            if candidates
-            else []
-        )
+        parents = draw.sublist(candidates, max_size=2) if candidates else []
         ent: dict[str, Any] = {
-            "uid": uid_json(t, i),
+            "uid": uid_json(schema.q(t), i),
             "attrs": draw_json_record(draw, schema, spec.attrs),
-            "parents": [uid_json(pt, pi) for pt, pi in parents],
+            "parents": [uid_json(schema.q(pt), pi) for pt, pi in parents],
         }
         if spec.tags is not None:
-            keys = draw(st.lists(st.sampled_from(TAG_KEYS), max_size=2, unique=True))
+            keys = draw.sublist(TAG_KEYS, max_size=2)
             ent["tags"] = {k: draw_json_value(draw, schema, spec.tags) for k in keys}
         out.append(ent)
         made.append((t, i))
@@ -347,20 +457,20 @@ def draw_entities(draw: st.DrawFn, schema: SchemaSpec) -> list[dict[str, Any]]:
 @st.composite
 def entity_lists(draw: st.DrawFn, schema: SchemaSpec) -> list[dict[str, Any]]:
     """Entity JSON lists for ``schema`` (see :func:`draw_entities`)."""
-    return draw_entities(draw, schema)
+    return draw_entities(HypothesisChooser(draw), schema)
 
 
 # ---------------------------------------------------------------------------- requests
 
 
-def draw_request(draw: st.DrawFn, schema: SchemaSpec) -> dict[str, Any]:
+def draw_request(draw: Chooser, schema: SchemaSpec) -> dict[str, Any]:
     """One request valid for the schema (its principal need not exist in the store)."""
-    a = draw(st.sampled_from(schema.actions))
-    p = uid_json(draw(st.sampled_from(a.principals)), draw(st.sampled_from(schema.ids)))
-    r = uid_json(draw(st.sampled_from(a.resources)), draw(st.sampled_from(schema.ids)))
+    a = draw.choice(schema.actions)
+    p = uid_json(schema.q(draw.choice(a.principals)), draw.choice(schema.ids))
+    r = uid_json(schema.q(draw.choice(a.resources)), draw.choice(schema.ids))
     return {
         "principal": p,
-        "action": uid_json(ACTION_TYPE, a.name),
+        "action": uid_json(schema.action_type, a.name),
         "resource": r,
         "context": draw_json_record(draw, schema, schema.context),
     }
@@ -370,7 +480,8 @@ def draw_request(draw: st.DrawFn, schema: SchemaSpec) -> dict[str, Any]:
 def request_lists(
     draw: st.DrawFn, schema: SchemaSpec, min_size: int = 1, max_size: int = 6
 ) -> list[dict[str, Any]]:
-    return [draw_request(draw, schema) for _ in range(draw(st.integers(min_size, max_size)))]
+    c = HypothesisChooser(draw)
+    return [draw_request(c, schema) for _ in range(c.integer(min_size, max_size))]
 
 
 # ---------------------------------------------------------------------------- policies
@@ -395,7 +506,7 @@ class _ExprGen:
     actions or scopes may disagree: then attribute reads error, as in real stores).
     """
 
-    draw: st.DrawFn
+    draw: Chooser
     schema: SchemaSpec
     principal: str
     resource: str
@@ -408,7 +519,7 @@ class _ExprGen:
             _Path("context", self.schema.context),
         ]
         for t in self.schema.type_names:
-            roots.append(_Path(f"{t}::{quote(self.schema.ids[0])}", EntT(t)))
+            roots.append(_Path(f"{self.schema.q(t)}::{quote(self.schema.ids[0])}", EntT(t)))
         frontier = roots
         self.paths = list(roots)
         for _ in range(2):
@@ -432,7 +543,15 @@ class _ExprGen:
     # -- helpers --------------------------------------------------------------------
 
     def pick(self, options: Sequence[Callable[[], str]]) -> str:
-        return options[self.draw(st.integers(0, len(options) - 1))]()
+        return options[self.draw.integer(0, len(options) - 1)]()
+
+    def choose_path(self, paths: Sequence[_Path]) -> _Path:
+        """Mostly a path from the request (principal, resource, context), which exists;
+        sometimes one from an entity literal, which may not."""
+        local = [p for p in paths if p.text.startswith(("principal", "resource", "context"))]
+        if local and not one_in(self.draw, 4):
+            return self.draw.choice(local)
+        return self.draw.choice(paths)
 
     def of_type(self, t: Ty) -> list[_Path]:
         return [p for p in self.paths if p.ty == t]
@@ -442,31 +561,35 @@ class _ExprGen:
         base += [EntT(n) for n in self.schema.type_names]
         base += [ExtT(n) for n in EXT_NAMES]
         base += list({p.ty for p in self.paths if isinstance(p.ty, SetT | RecT)})
-        return self.draw(st.sampled_from(base))
+        return self.draw.choice(base)
 
     # -- literals ---------------------------------------------------------------------
 
     def literal(self, t: Ty, depth: int) -> str:
         d = self.draw
         if t == LONG:
-            return str(d(SMALL_LONGS) if d(st.integers(0, 4)) else d(BIG_LONGS))
+            return str(d.integer(-4, 6) if d.integer(0, 4) else d.choice(BIG_LONGS))
         if t == STRING:
-            return quote(d(st.sampled_from(STRINGS)))
+            text = d.choice(STRINGS)
+            return quote_unicode(text) if one_in(d, 10) else quote(text)
         if t == BOOL:
-            return d(st.sampled_from(["true", "false"]))
+            return d.choice(["true", "false"])
         if isinstance(t, ExtT):
-            arg = d(st.sampled_from(EXT_OK[t.name] + EXT_BAD[t.name][:1]))
+            arg = d.choice(EXT_OK[t.name] + EXT_BAD[t.name][:1])
             return f"{EXT_CTOR[t.name]}({quote(arg)})"
         if isinstance(t, EntT):
-            return f"{t.name}::{quote(d(st.sampled_from(self.schema.ids)))}"
+            ids = self.schema.ids_of(t.name)
+            if ids is not self.schema.ids and one_in(d, 5):
+                ids = ("purple",)  # not a member of the enumeration: a dangling reference
+            return f"{self.schema.q(t.name)}::{quote(d.choice(ids))}"
         if isinstance(t, SetT):
-            n = d(st.integers(0, 3))
+            n = d.integer(0, 3)
             return "[" + ", ".join(self.expr(t.elem, depth - 1) for _ in range(n)) + "]"
         assert isinstance(t, RecT)
         parts = []
         for f in t.fields:
-            if f.required or d(st.booleans()):
-                key = f.name if d(st.booleans()) else quote(f.name)
+            if f.required or d.coin():
+                key = f.name if d.coin() else quote(f.name)
                 parts.append(f"{key}: {self.expr(f.ty, depth - 1)}")
         return "{" + ", ".join(parts) + "}"
 
@@ -475,28 +598,31 @@ class _ExprGen:
     def expr(self, t: Ty, depth: int) -> str:
         """An expression meant to have type ``t`` (rarely, on purpose, another type)."""
         d = self.draw
-        if depth > 0 and d(st.integers(0, 40)) == 0:
+        if depth > 0 and one_in(d, 150):
             t = self.any_type()  # a type mistake: evaluation errors (or ``==`` is false)
-        opts: list[Callable[[], str]] = [lambda: self.literal(t, depth)]
+        leaves: list[Callable[[], str]] = [lambda: self.literal(t, depth)]
         paths = self.of_type(t)
-        if paths:
-            opts.append(lambda: self.path_text(d(st.sampled_from(paths))))
-        if depth > 0:
-            opts.append(lambda: self.if_then_else(t, depth))
-            if (isinstance(t, Prim) and t.name in ("Long", "String")) or (
-                isinstance(t, SetT) and t.elem in (LONG, STRING)
-            ):
-                opts.append(lambda: self.get_tag(t, depth))
-            if t == BOOL:
-                opts.extend(self.bool_options(depth))
-            elif t == LONG:
-                opts.extend(self.long_options(depth))
-            elif isinstance(t, ExtT):
-                opts.extend(self.ext_options(t.name, depth))
-        return self.pick(opts)
+        if paths:  # reading data is what policies mostly do
+            read = lambda: self.path_text(self.choose_path(paths))  # noqa: E731
+            leaves += [read, read]
+        if depth <= 0:
+            return self.pick(leaves)
+        # Operators are weighted (by repetition) so that each one shows up often.
+        ops: list[Callable[[], str]] = [lambda: self.if_then_else(t, depth)]
+        if (isinstance(t, Prim) and t.name in ("Long", "String")) or (
+            isinstance(t, SetT) and t.elem in (LONG, STRING)
+        ):
+            ops.append(lambda: self.get_tag(t, depth))
+        if t == BOOL:
+            ops.extend(self.bool_options(depth))
+        elif t == LONG:
+            ops.extend(self.long_options(depth))
+        elif isinstance(t, ExtT):
+            ops.extend(self.ext_options(t.name, depth))
+        return self.pick(leaves + ops)
 
     def path_text(self, p: _Path) -> str:
-        if p.base is not None and p.attr is not None and self.draw(st.integers(0, 5)) == 0:
+        if p.base is not None and p.attr is not None and one_in(self.draw, 6):
             return f"{p.base}[{quote(p.attr)}]"
         return p.text
 
@@ -506,20 +632,20 @@ class _ExprGen:
 
     def get_tag(self, t: Ty, depth: int) -> str:
         ents = [p for p in self.paths if isinstance(p.ty, EntT)]
-        e = self.path_text(self.draw(st.sampled_from(ents)))
+        e = self.path_text(self.choose_path(ents))
         return f"{e}.getTag({self.tag_key(depth)})"
 
     def tag_key(self, depth: int) -> str:
-        if depth > 1 and self.draw(st.integers(0, 3)) == 0:
+        if depth > 1 and one_in(self.draw, 4):
             return self.expr(STRING, depth - 1)
-        return quote(self.draw(st.sampled_from(TAG_KEYS)))
+        return quote(self.draw.choice(TAG_KEYS))
 
     def entity_expr(self, depth: int) -> str:
         ents = [p for p in self.paths if isinstance(p.ty, EntT)]
         return self.pick(
             [
-                lambda: self.path_text(self.draw(st.sampled_from(ents))),
-                lambda: self.literal(EntT(self.draw(st.sampled_from(self.schema.type_names))), 0),
+                lambda: self.path_text(self.choose_path(ents)),
+                lambda: self.literal(EntT(self.draw.choice(self.schema.type_names)), 0),
             ]
         )
 
@@ -527,16 +653,14 @@ class _ExprGen:
         e = self.expr
 
         def arith() -> str:
-            op = self.draw(st.sampled_from(["+", "-", "*"]))
+            op = self.draw.choice(["+", "-", "*"])
             return f"({e(LONG, depth - 1)} {op} {e(LONG, depth - 1)})"
 
         def dur_to() -> str:
-            m = self.draw(
-                st.sampled_from(["toMilliseconds", "toSeconds", "toMinutes", "toHours", "toDays"])
-            )
+            m = self.draw.choice(["toMilliseconds", "toSeconds", "toMinutes", "toHours", "toDays"])
             return f"{e(ExtT('duration'), depth - 1)}.{m}()"
 
-        return [arith, lambda: f"(-{e(LONG, depth - 1)})", dur_to]
+        return [arith, arith, arith, arith, lambda: f"(-{e(LONG, depth - 1)})", dur_to]
 
     def ext_options(self, name: str, depth: int) -> list[Callable[[], str]]:
         e = self.expr
@@ -544,17 +668,15 @@ class _ExprGen:
         opts: list[Callable[[], str]] = [
             # a constructor over a computed string (from data): may be malformed
             lambda: f"{ctor}({e(STRING, depth - 1)})",
-            lambda: f"{ctor}({quote(self.draw(st.sampled_from(EXT_BAD[name])))})",
+            lambda: f"{ctor}({quote(self.draw.choice(EXT_BAD[name]))})",
         ]
+        dt, dur = ExtT("datetime"), ExtT("duration")
         if name == "datetime":
-            opts.append(
-                lambda: f"{e(ExtT('datetime'), depth - 1)}.offset({e(ExtT('duration'), depth - 1)})"
-            )
-            opts.append(lambda: f"{e(ExtT('datetime'), depth - 1)}.toDate()")
+            offset = lambda: f"{e(dt, depth - 1)}.offset({e(dur, depth - 1)})"  # noqa: E731
+            opts += [offset, offset, lambda: f"{e(dt, depth - 1)}.toDate()"]
         if name == "duration":
-            opts.append(lambda: f"{e(ExtT('datetime'), depth - 1)}.toTime()")
-            dt = ExtT("datetime")
-            opts.append(lambda: f"{e(dt, depth - 1)}.durationSince({e(dt, depth - 1)})")
+            since = lambda: f"{e(dt, depth - 1)}.durationSince({e(dt, depth - 1)})"  # noqa: E731
+            opts += [since, since, lambda: f"{e(dt, depth - 1)}.toTime()"]
         return opts
 
     def bool_options(self, depth: int) -> list[Callable[[], str]]:
@@ -563,45 +685,48 @@ class _ExprGen:
         sub = depth - 1
 
         def logic() -> str:
-            op = d(st.sampled_from(["&&", "||"]))
+            op = d.choice(["&&", "||"])
             return f"({e(BOOL, sub)} {op} {e(BOOL, sub)})"
 
         def eq() -> str:
             t = self.any_type()
-            op = d(st.sampled_from(["==", "!="]))
+            op = d.choice(["==", "!="])
             return f"({e(t, sub)} {op} {e(t, sub)})"
 
         def order() -> str:
             ordered: list[Ty] = [LONG, LONG, LONG, ExtT("datetime"), ExtT("duration")]
-            t = d(st.sampled_from(ordered))
-            op = d(st.sampled_from(["<", "<=", ">", ">="]))
+            t = d.choice(ordered)
+            op = d.choice(["<", "<=", ">", ">="])
             return f"({e(t, sub)} {op} {e(t, sub)})"
 
         def has() -> str:
             holders = [p for p in self.paths if isinstance(p.ty, EntT | RecT)]
-            p = d(st.sampled_from(holders))
+            p = self.choose_path(holders)
             names = [f.name for f in self._fields(p.ty)] + ["nope"]
-            first = d(st.sampled_from(names))
-            attr = first if d(st.integers(0, 3)) else quote(first)
+            first = d.choice(names)
+            attr = first if d.integer(0, 3) else quote(first)
             f = next((x for x in self._fields(p.ty) if x.name == first), None)
-            if f is not None and isinstance(f.ty, RecT) and f.ty.fields and d(st.booleans()):
-                attr = f"{first}.{d(st.sampled_from([x.name for x in f.ty.fields]))}"
+            if f is not None and isinstance(f.ty, RecT) and f.ty.fields and d.coin():
+                attr = f"{first}.{d.choice([x.name for x in f.ty.fields])}"
+            if one_in(d, 10):  # on any value: a type error unless entity/record
+                return f"({e(self.any_type(), sub)} has {attr})"
             return f"({self.path_text(p)} has {attr})"
 
         def guarded() -> str:
             opt = [p for p in self.paths if p.optional]
             if not opt:
                 return has()
-            p = d(st.sampled_from(opt))
+            p = self.choose_path(opt)
             return f"(({p.base} has {p.attr}) && ({p.text} == {e(p.ty, sub)}))"
 
         def like() -> str:
-            pat = "".join(d(st.lists(st.sampled_from(["a", "b", "*", "\\*", " "]), max_size=4)))
+            elems = ["a", "b", "*", "\\*", " ", "\\u{2a}", "\\n", "é"]
+            pat = "".join(d.sequence(elems, max_size=4))
             return f"({e(STRING, sub)} like {quote_pattern(pat)})"
 
         def is_() -> str:
-            t = d(st.sampled_from(self.schema.type_names))
-            if d(st.booleans()):
+            t = self.schema.q(d.choice(self.schema.all_type_names))
+            if d.coin():
                 return f"({self.entity_expr(sub)} is {t} in {self.in_rhs(sub)})"
             return f"({self.entity_expr(sub)} is {t})"
 
@@ -610,15 +735,15 @@ class _ExprGen:
 
         def action_test() -> str:
             names = [a.name for a in self.schema.actions] + list(self.schema.groups)
-            a = d(st.sampled_from(names))
-            op = d(st.sampled_from(["==", "in"]))
-            return f"(action {op} {ACTION_TYPE}::{quote(a)})"
+            a = d.choice(names)
+            op = d.choice(["==", "in"])
+            return f"(action {op} {self.schema.action_type}::{quote(a)})"
 
         def set_ops() -> str:
             elems: list[Ty] = [LONG, STRING, *[EntT(n) for n in self.schema.type_names]]
-            elem = d(st.sampled_from(elems))
+            elem = d.choice(elems)
             s = e(SetT(elem), sub)
-            m = d(st.sampled_from(["contains", "containsAll", "containsAny", "isEmpty"]))
+            m = d.choice(["contains", "containsAll", "containsAny", "isEmpty"])
             if m == "contains":
                 return f"{s}.contains({e(elem, sub)})"
             if m == "isEmpty":
@@ -629,33 +754,29 @@ class _ExprGen:
             return f"{self.entity_expr(sub)}.hasTag({self.tag_key(depth)})"
 
         def ext_pred() -> str:
-            kind = d(st.sampled_from(["decimal", "ipaddr"]))
+            kind = d.choice(["decimal", "ipaddr"])
             if kind == "decimal":
-                m = d(
-                    st.sampled_from(
-                        ["lessThan", "lessThanOrEqual", "greaterThan", "greaterThanOrEqual"]
-                    )
-                )
+                m = d.choice(["lessThan", "lessThanOrEqual", "greaterThan", "greaterThanOrEqual"])
                 return f"{e(ExtT('decimal'), sub)}.{m}({e(ExtT('decimal'), sub)})"
-            m = d(st.sampled_from(["isIpv4", "isIpv6", "isLoopback", "isMulticast", "isInRange"]))
+            m = d.choice(["isIpv4", "isIpv6", "isLoopback", "isMulticast", "isInRange"])
             if m == "isInRange":
                 return f"{e(ExtT('ipaddr'), sub)}.isInRange({e(ExtT('ipaddr'), sub)})"
             return f"{e(ExtT('ipaddr'), sub)}.{m}()"
 
         return [
-            logic,
+            *[logic] * 3,
             lambda: f"(!{e(BOOL, sub)})",
-            eq,
-            order,
-            has,
-            guarded,
+            *[eq] * 2,
+            *[order] * 3,
+            *[has] * 2,
+            *[guarded] * 2,
             like,
             is_,
-            in_,
+            *[in_] * 2,
             action_test,
-            set_ops,
+            *[set_ops] * 2,
             has_tag,
-            ext_pred,
+            *[ext_pred] * 2,
         ]
 
     def in_rhs(self, depth: int) -> str:
@@ -664,12 +785,14 @@ class _ExprGen:
             lambda: self.entity_expr(depth),
             lambda: (
                 "["
-                + ", ".join(self.entity_expr(depth) for _ in range(self.draw(st.integers(0, 2))))
+                + ", ".join(self.entity_expr(depth) for _ in range(self.draw.integer(0, 2)))
                 + "]"
             ),
         ]
         if ent_sets:
-            opts.append(lambda: self.path_text(self.draw(st.sampled_from(ent_sets))))
+            opts.append(lambda: self.path_text(self.choose_path(ent_sets)))
+        if one_in(self.draw, 16):  # not entities: a type error
+            return self.expr(self.any_type(), depth)
         return self.pick(opts)
 
 
@@ -678,53 +801,53 @@ def quote_pattern(pat: str) -> str:
     return '"' + pat.replace('"', '\\"') + '"'
 
 
-def _scope(draw: st.DrawFn, schema: SchemaSpec, var: str, assumed: str, slot: bool) -> str:
+def _scope(draw: Chooser, schema: SchemaSpec, var: str, assumed: str, slot: bool) -> str:
     """A principal or resource scope of any form (or, with ``slot``, one with a slot)."""
     names = schema.type_names
     ids = schema.ids
     if slot:
-        form = draw(st.sampled_from(["eq", "in", "is_in"]))
+        form = draw.choice(["eq", "in", "is_in"])
         s = f"?{var}"
     else:
-        form = draw(st.sampled_from(["any", "any", "eq", "in", "in", "is", "is_in"]))
-        t = assumed if draw(st.integers(0, 3)) else draw(st.sampled_from(names))
-        s = f"{t}::{quote(draw(st.sampled_from(ids)))}"
+        form = draw.choice(["any", "any", "any", "eq", "in", "in", "is", "is_in"])
+        t = assumed if draw.integer(0, 3) else draw.choice(names)
+        s = f"{schema.q(t)}::{quote(draw.choice(ids))}"
     if form == "any":
         return var
     if form == "eq":
         return f"{var} == {s}"
     if form == "in":
         return f"{var} in {s}"
-    t = assumed if draw(st.integers(0, 3)) else draw(st.sampled_from(names))
+    t = assumed if draw.integer(0, 3) else draw.choice(names)
     if form == "is":
-        return f"{var} is {t}"
-    return f"{var} is {t} in {s}"
+        return f"{var} is {schema.q(t)}"
+    return f"{var} is {schema.q(t)} in {s}"
 
 
-def _action_scope(draw: st.DrawFn, schema: SchemaSpec, action: str) -> str:
+def _action_scope(draw: Chooser, schema: SchemaSpec, action: str) -> str:
     names = [a.name for a in schema.actions] + list(schema.groups)
-    form = draw(st.sampled_from(["any", "any", "eq", "in", "in_list"]))
+    form = draw.choice(["any", "any", "eq", "in", "in_list"])
     if form == "any":
         return "action"
     if form == "eq":
-        a = action if draw(st.integers(0, 2)) else draw(st.sampled_from(names))
-        return f"action == {ACTION_TYPE}::{quote(a)}"
+        a = action if draw.integer(0, 2) else draw.choice(names)
+        return f"action == {schema.action_type}::{quote(a)}"
     if form == "in":
-        return f"action in {ACTION_TYPE}::{quote(draw(st.sampled_from(names)))}"
-    chosen = draw(st.lists(st.sampled_from(names), max_size=3, unique=True))
-    return "action in [" + ", ".join(f"{ACTION_TYPE}::{quote(a)}" for a in chosen) + "]"
+        return f"action in {schema.action_type}::{quote(draw.choice(names))}"
+    chosen = draw.sublist(names, min_size=1, max_size=3)
+    return "action in [" + ", ".join(f"{schema.action_type}::{quote(a)}" for a in chosen) + "]"
 
 
-def draw_policy(draw: st.DrawFn, schema: SchemaSpec, template: bool = False) -> str:
+def draw_policy(draw: Chooser, schema: SchemaSpec, template: bool = False) -> str:
     """One policy (or template) as source text."""
-    action = draw(st.sampled_from(schema.actions))
-    p_type = draw(st.sampled_from(action.principals))
-    r_type = draw(st.sampled_from(action.resources))
-    effect = draw(st.sampled_from(["permit", "forbid"]))
+    action = draw.choice(schema.actions)
+    p_type = draw.choice(action.principals)
+    r_type = draw.choice(action.resources)
+    effect = draw.choice(["permit", "permit", "forbid"])
     p_slot = r_slot = False
     if template:
-        p_slot = draw(st.booleans())
-        r_slot = not p_slot or draw(st.booleans())
+        p_slot = draw.coin()
+        r_slot = not p_slot or draw.coin()
     scope = ", ".join(
         [
             _scope(draw, schema, "principal", p_type, p_slot),
@@ -734,10 +857,10 @@ def draw_policy(draw: st.DrawFn, schema: SchemaSpec, template: bool = False) -> 
     )
     gen = _ExprGen(draw, schema, p_type, r_type)
     conds = []
-    for _ in range(draw(st.integers(0, 2))):
-        kind = draw(st.sampled_from(["when", "unless"]))
-        conds.append(f" {kind} {{ {gen.expr(BOOL, draw(st.integers(1, 3)))} }}")
-    annotation = '@id("x")\n' if draw(st.integers(0, 9)) == 0 else ""
+    for _ in range(draw.choice((0, 1, 1, 1, 2, 2))):
+        kind = draw.choice(["when", "when", "unless"])
+        conds.append(f" {kind} {{ {gen.expr(BOOL, draw.integer(1, 4))} }}")
+    annotation = '@id("x")\n' if one_in(draw, 10) else ""
     return f"{annotation}{effect}({scope}){''.join(conds)};"
 
 
@@ -761,27 +884,29 @@ class PolicySetSpec:
     links: tuple[Link, ...]
 
 
-def draw_policy_set(draw: st.DrawFn, schema: SchemaSpec, max_policies: int = 5) -> PolicySetSpec:
+def draw_policy_set(draw: Chooser, schema: SchemaSpec, max_policies: int = 5) -> PolicySetSpec:
     """Static policies, and sometimes one template with one or two links."""
-    n = draw(st.integers(1, max_policies))
+    n = draw.integer(1, max_policies)
     texts = [draw_policy(draw, schema) for _ in range(n)]
     templates: list[str] = []
     links: list[Link] = []
-    if draw(st.integers(0, 3)) == 0:
-        at = draw(st.integers(0, len(texts)))
+    if one_in(draw, 4):
+        at = draw.integer(0, len(texts))
         t_text = draw_policy(draw, schema, template=True)
         texts.insert(at, t_text)
         tid = f"policy{at}"
         templates.append(tid)
-        for k in range(draw(st.integers(1, 2))):
+        for k in range(draw.integer(1, 2)):
             p = r = None
             if "?principal" in t_text:
                 p = uid_json(
-                    draw(st.sampled_from(schema.type_names)), draw(st.sampled_from(schema.ids))
+                    schema.q(draw.choice(schema.type_names)),
+                    draw.choice(schema.ids),
                 )
             if "?resource" in t_text:
                 r = uid_json(
-                    draw(st.sampled_from(schema.type_names)), draw(st.sampled_from(schema.ids))
+                    schema.q(draw.choice(schema.type_names)),
+                    draw.choice(schema.ids),
                 )
             links.append(Link(tid, f"link{k}", p, r))
     ids = tuple(f"policy{i}" for i in range(len(texts)))
@@ -791,7 +916,7 @@ def draw_policy_set(draw: st.DrawFn, schema: SchemaSpec, max_policies: int = 5) 
 @st.composite
 def policy_sets(draw: st.DrawFn, schema: SchemaSpec, max_policies: int = 5) -> PolicySetSpec:
     """Policy sets for ``schema`` (see :func:`draw_policy_set`)."""
-    return draw_policy_set(draw, schema, max_policies)
+    return draw_policy_set(HypothesisChooser(draw), schema, max_policies)
 
 
 # ---------------------------------------------------------------------------- scenarios
@@ -815,14 +940,29 @@ class Scenario:
         )
 
 
-@st.composite
-def scenarios(
-    draw: st.DrawFn, max_policies: int = 5, min_requests: int = 3, max_requests: int = 8
+def draw_scenario(
+    draw: Chooser, max_policies: int = 5, min_requests: int = 3, max_requests: int = 8
 ) -> Scenario:
     schema = draw_schema(draw)
     return Scenario(
         schema,
         draw_policy_set(draw, schema, max_policies),
         draw_entities(draw, schema),
-        [draw_request(draw, schema) for _ in range(draw(st.integers(min_requests, max_requests)))],
+        [draw_request(draw, schema) for _ in range(draw.integer(min_requests, max_requests))],
     )
+
+
+@st.composite
+def scenarios(
+    draw: st.DrawFn, max_policies: int = 5, min_requests: int = 3, max_requests: int = 8
+) -> Scenario:
+    """Whole scenarios from Hypothesis (shrinkable)."""
+    return draw_scenario(HypothesisChooser(draw), max_policies, min_requests, max_requests)
+
+
+def random_scenario(seed: int, max_policies: int = 5, max_requests: int = 12) -> Scenario:
+    """One scenario from a seeded ``random.Random``: uniform choices, reproducible by seed.
+
+    Hypothesis favours small and repeated structures; a plain seeded sweep complements it
+    with evenly spread operators (at the cost of shrinking)."""
+    return draw_scenario(RandomChooser(random.Random(seed)), max_policies, 4, max_requests)

@@ -1,0 +1,386 @@
+"""Per-request decision time: polang (``compiled``, ``pydatalog``) against cedarpy.
+
+Usage::
+
+    python benchmarks/bench_decide.py [--requests N] [--entities N] [--policies N]
+        [--pydatalog-requests N] [--seed S] [--profile] [--json]
+
+All engines run in one process on the same generated store (``workload.py``) and the same
+request dicts. Each engine loads the store once (cedarpy: pre-parsed ``Schema``,
+``PolicySet`` and ``Entities`` handles; polang: parsed schema, policies and an
+``EntityFacts``), then every request is timed on its own. polang ``compiled`` and cedarpy
+are interleaved request by request so that load on a shared machine hits both alike;
+``pydatalog`` runs on the first ``--pydatalog-requests`` requests only (it takes seconds
+per request over 10,000 entities). Every engine's decision, reasons and erroring policy ids
+are compared; mismatches are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import io
+import json
+import math
+import pstats
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.workload import Workload, generate
+from polang.datalog.authorizer import Authorizer
+from polang.datalog.facts import EntityFacts
+from polang.language.entities import (
+    parse_context,
+    parse_entities,
+    parse_entity_uid_json,
+)
+from polang.language.parser import parse_policies
+from polang.language.schema import Schema, parse_schema
+
+Outcome = tuple[str, frozenset[str], frozenset[str]]  # decision, reasons, error policy ids
+
+
+@dataclass
+class EngineRun:
+    """One engine's timings (seconds per request) and outcomes, in request order."""
+
+    name: str
+    load_s: float = 0.0
+    times: list[float] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def median_us(self) -> float:
+        return statistics.median(self.times) * 1e6 if self.times else math.nan
+
+    @property
+    def p99_us(self) -> float:
+        if not self.times:
+            return math.nan
+        ordered = sorted(self.times)
+        return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)] * 1e6
+
+    @property
+    def mean_us(self) -> float:
+        return statistics.fmean(self.times) * 1e6 if self.times else math.nan
+
+
+@dataclass
+class BenchResult:
+    workload: Workload
+    runs: list[EngineRun]
+    reference: str
+    mismatches: list[str]
+    allowed: int
+    profile: str = ""
+
+    def run(self, name: str) -> EngineRun:
+        return next(r for r in self.runs if r.name == name)
+
+    def to_dict(self) -> dict[str, Any]:
+        ref = self.run(self.reference)
+        return {
+            "counts": self.workload.counts,
+            "allowed": self.allowed,
+            "mismatches": len(self.mismatches),
+            "engines": {
+                r.name: {
+                    "requests": len(r.times),
+                    "load_s": round(r.load_s, 3),
+                    "median_us": round(r.median_us, 1),
+                    "p99_us": round(r.p99_us, 1),
+                    "mean_us": round(r.mean_us, 1),
+                    "speedup_vs_reference_median": round(ref.median_us / r.median_us, 2)
+                    if r.times
+                    else None,
+                    "note": r.note,
+                }
+                for r in self.runs
+            },
+            "reference": self.reference,
+        }
+
+
+# ----------------------------------------------------------------------------- engines
+
+
+class PolangEngine:
+    """The polang side: parse the store once, then parse and decide each request."""
+
+    def __init__(self, w: Workload, backend: str, parsed: tuple[Schema, Any, EntityFacts] | None):
+        t0 = time.perf_counter()
+        if parsed is None:
+            schema = parse_schema(w.schema_text)
+            policies = parse_policies(w.policies_text)
+            facts = EntityFacts(parse_entities(w.entities_json, schema))
+        else:
+            schema, policies, facts = parsed
+        self.schema, self.policies, self.facts = schema, policies, facts
+        # Positional ids, as cedarpy names policies (``@id`` annotations do not rename).
+        self.authorizer = Authorizer(
+            {f"policy{i}": p for i, p in enumerate(policies)}, backend=backend
+        )
+        self.load_s = time.perf_counter() - t0
+
+    def parse_request(self, r: dict[str, Any]) -> tuple[Any, ...]:
+        action = parse_entity_uid_json(r["action"])
+        return (
+            parse_entity_uid_json(r["principal"]),
+            action,
+            parse_entity_uid_json(r["resource"]),
+            parse_context(r["context"], self.schema, action),
+        )
+
+    def decide(self, parsed: tuple[Any, ...]) -> Outcome:
+        d = self.authorizer.is_authorized(*parsed, self.facts)
+        return (
+            d.decision,
+            frozenset(d.reasons),
+            frozenset(e.policy_id for e in d.errors),
+        )
+
+    def __call__(self, r: dict[str, Any]) -> Outcome:
+        return self.decide(self.parse_request(r))
+
+
+class CedarEngine:
+    """cedarpy with pre-parsed handles: only the request is converted per call."""
+
+    def __init__(self, w: Workload, with_schema: bool) -> None:
+        import cedarpy
+
+        self.cedarpy = cedarpy
+        t0 = time.perf_counter()
+        schema = cedarpy.Schema.from_str(w.schema_text)
+        self.policies = cedarpy.PolicySet.from_str(w.policies_text)
+        self.entities = cedarpy.Entities.from_json_str(w.entities_json, schema)
+        self.schema = schema if with_schema else None
+        self.load_s = time.perf_counter() - t0
+
+    def __call__(self, r: dict[str, Any]) -> Outcome:
+        res = self.cedarpy.is_authorized(r, self.policies, self.entities, self.schema)
+        return self.outcome(res)
+
+    @staticmethod
+    def outcome(res: Any) -> Outcome:
+        errors = set()
+        for e in res.diagnostics.errors:
+            start = e.find("policy `")
+            errors.add(e[start + 8 : e.index("`", start + 8)] if start >= 0 else e)
+        return (res.decision.value.lower(), frozenset(res.diagnostics.reasons), frozenset(errors))
+
+    def batch(self, requests: Sequence[dict[str, Any]]) -> tuple[float, list[Outcome]]:
+        t0 = time.perf_counter()
+        results = self.cedarpy.is_authorized_batch(
+            list(requests), self.policies, self.entities, self.schema
+        )
+        return time.perf_counter() - t0, [self.outcome(r) for r in results]
+
+
+def _timed(fn: Callable[[dict[str, Any]], Outcome], r: dict[str, Any], run: EngineRun) -> None:
+    t0 = time.perf_counter()
+    out = fn(r)
+    run.times.append(time.perf_counter() - t0)
+    run.outcomes.append(out)
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+def run_bench(
+    *,
+    n_requests: int = 1_000,
+    n_entities: int = 10_000,
+    n_policies: int = 200,
+    pydatalog_requests: int = 20,
+    seed: int = 7,
+    warmup: int = 20,
+    profile: bool = False,
+    log: Callable[[str], None] = lambda s: None,
+) -> BenchResult:
+    """Load every engine, time every request, compare outcomes. No printing but ``log``."""
+    t0 = time.perf_counter()
+    w = generate(n_entities=n_entities, n_policies=n_policies, n_requests=n_requests, seed=seed)
+    log(f"generated the store in {time.perf_counter() - t0:.1f} s: {w.counts}")
+
+    compiled = PolangEngine(w, "compiled", None)
+    log(f"polang compiled loaded in {compiled.load_s:.1f} s")
+    cedar = CedarEngine(w, with_schema=True)
+    log(f"cedarpy loaded in {cedar.load_s:.1f} s")
+    cedar_ns = CedarEngine.__new__(CedarEngine)
+    cedar_ns.__dict__.update(cedar.__dict__)
+    cedar_ns.schema = None
+
+    runs = {
+        "polang compiled": EngineRun("polang compiled", compiled.load_s),
+        "polang compiled, decide only": EngineRun(
+            "polang compiled, decide only", note="request already parsed"
+        ),
+        "cedarpy": EngineRun("cedarpy", cedar.load_s, note="pre-parsed Schema/PolicySet/Entities"),
+        "cedarpy, no schema": EngineRun("cedarpy, no schema", note="request not validated"),
+    }
+    reqs = w.requests
+    for r in reqs[:warmup]:
+        compiled(r)
+        cedar(r)
+    gc.collect()
+    for i, r in enumerate(reqs):
+        # Alternate who goes first so that neither always runs on a warmer cache.
+        order = (0, 1, 2) if i % 2 == 0 else (2, 1, 0)
+        for k in order:
+            if k == 0:
+                t_a = time.perf_counter()
+                parsed = compiled.parse_request(r)
+                t_b = time.perf_counter()
+                out = compiled.decide(parsed)
+                t_c = time.perf_counter()
+                runs["polang compiled"].times.append(t_c - t_a)
+                runs["polang compiled"].outcomes.append(out)
+                runs["polang compiled, decide only"].times.append(t_c - t_b)
+                runs["polang compiled, decide only"].outcomes.append(out)
+            elif k == 1:
+                _timed(cedar, r, runs["cedarpy"])
+            else:
+                _timed(cedar_ns, r, runs["cedarpy, no schema"])
+    log(f"timed {len(reqs)} requests on polang compiled and cedarpy")
+
+    batch_s, batch_out = cedar.batch(reqs)
+    batch_run = EngineRun(
+        "cedarpy batch", note="is_authorized_batch, mean only (one call for all requests)"
+    )
+    batch_run.times = [batch_s / max(1, len(reqs))] * len(reqs)
+    batch_run.outcomes = batch_out
+    all_runs = [*runs.values(), batch_run]
+
+    if pydatalog_requests > 0:
+        py = PolangEngine(w, "pydatalog", (compiled.schema, compiled.policies, compiled.facts))
+        py_run = EngineRun(
+            "polang pydatalog",
+            py.load_s,
+            note=f"first {min(pydatalog_requests, len(reqs))} requests only",
+        )
+        # The first request loads the entity facts into pyDatalog: count it as load time.
+        t_first = time.perf_counter()
+        py(reqs[0])
+        py_run.load_s += time.perf_counter() - t_first
+        for r in reqs[:pydatalog_requests]:
+            _timed(py, r, py_run)
+        log(f"timed {len(py_run.times)} requests on polang pydatalog")
+        all_runs.append(py_run)
+
+    reference = runs["cedarpy"].outcomes
+    mismatches = []
+    for run in all_runs:
+        for i, out in enumerate(run.outcomes):
+            if out != reference[i]:
+                mismatches.append(
+                    f"{run.name} request {i} {json.dumps(reqs[i])}: {_show(out)}; "
+                    f"cedarpy: {_show(reference[i])}"
+                )
+    prof_text = ""
+    if profile:
+        prof_text = profile_polang(compiled, reqs)
+    allowed = sum(1 for o in reference if o[0] == "allow")
+    return BenchResult(w, all_runs, "cedarpy", mismatches, allowed, prof_text)
+
+
+def _show(o: Outcome) -> str:
+    return f"{o[0]} reasons={sorted(o[1])} errors={sorted(o[2])}"
+
+
+def profile_polang(engine: PolangEngine, reqs: Sequence[dict[str, Any]], top: int = 30) -> str:
+    """Where polang compiled spends its per-request time (request parsing included)."""
+    prof = cProfile.Profile()
+    prof.enable()
+    for r in reqs:
+        engine(r)
+    prof.disable()
+    buf = io.StringIO()
+    stats = pstats.Stats(prof, stream=buf)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    return buf.getvalue()
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def table(res: BenchResult) -> str:
+    ref = res.run(res.reference)
+    head = (
+        f"{'engine':<30} {'requests':>8} {'load s':>7} {'median us':>10} {'p99 us':>10} "
+        f"{'mean us':>10} {'cedarpy/x':>10}  note"
+    )
+    lines = [head, "-" * len(head)]
+    for r in res.runs:
+        is_batch = r.name == "cedarpy batch"
+        ratio = ref.median_us / (r.mean_us if is_batch else r.median_us)
+        lines.append(
+            f"{r.name:<30} {len(r.times):>8} {r.load_s:>7.1f} "
+            f"{'-' if is_batch else f'{r.median_us:.1f}':>10} "
+            f"{'-' if is_batch else f'{r.p99_us:.1f}':>10} {r.mean_us:>10.1f} "
+            f"{ratio:>9.3g}x  {r.note}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--requests", type=int, default=1_000)
+    ap.add_argument("--entities", type=int, default=10_000)
+    ap.add_argument("--policies", type=int, default=200)
+    ap.add_argument(
+        "--pydatalog-requests",
+        type=int,
+        default=20,
+        help="requests run on the pydatalog backend (slow; 0 skips it)",
+    )
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--profile", action="store_true", help="cProfile polang compiled afterwards")
+    ap.add_argument("--json", action="store_true", help="also print the results as one JSON line")
+    args = ap.parse_args(argv)
+
+    res = run_bench(
+        n_requests=args.requests,
+        n_entities=args.entities,
+        n_policies=args.policies,
+        pydatalog_requests=args.pydatalog_requests,
+        seed=args.seed,
+        profile=args.profile,
+        log=lambda s: print(s, file=sys.stderr, flush=True),
+    )
+    c = res.workload.counts
+    print(
+        f"\nstore: {c['policies']} policies, {c['entities']} entities, {c['requests']} requests "
+        f"({res.allowed} allowed by cedarpy), seed {res.workload.seed}\n"
+    )
+    print(table(res))
+    print(
+        "\ncedarpy/x = cedarpy median / this engine's median (batch: its mean); "
+        "above 1 means faster than cedarpy."
+    )
+    if res.mismatches:
+        print(f"\n{len(res.mismatches)} MISMATCHES with cedarpy:")
+        for m in res.mismatches[:20]:
+            print("  " + m)
+    else:
+        print("\ndecisions, reasons and error ids: identical across all engines")
+    if res.profile:
+        print("\n" + res.profile)
+    if args.json:
+        print(json.dumps(res.to_dict()))
+    return 1 if res.mismatches else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
