@@ -53,14 +53,15 @@ def _term(tok: str) -> Term:
 
 def parse_rules(text: str, filename: str = "<rules>") -> list[Rule]:
     toks = _tokens(text, filename)
+    last_line = toks[-1][1] if toks else 1
+    toks.append(("<end of file>", last_line))  # sentinel: errors instead of IndexError
     i = 0
     rules: list[Rule] = []
 
     def expect(t: str) -> None:
         nonlocal i
-        if i >= len(toks) or toks[i][0] != t:
-            line = toks[i][1] if i < len(toks) else (toks[-1][1] if toks else 1)
-            found = toks[i][0] if i < len(toks) else "end of file"
+        if toks[i][0] != t:
+            line, found = toks[i][1], toks[i][0]
             raise RuleSyntaxError(f"{filename}:{line}: expected {t!r}, found {found!r}")
         i += 1
 
@@ -71,6 +72,8 @@ def parse_rules(text: str, filename: str = "<rules>") -> list[Rule]:
             negated = True
             i += 1
         name = toks[i][0]
+        if not (name[0].isalpha() or name[0] == "_"):
+            raise RuleSyntaxError(f"{filename}:{toks[i][1]}: expected a predicate, found {name!r}")
         i += 1
         args: list[Term] = []
         if i < len(toks) and toks[i][0] == "(":
@@ -85,7 +88,7 @@ def parse_rules(text: str, filename: str = "<rules>") -> list[Rule]:
                 break
         return Atom(name, tuple(args), negated)
 
-    while i < len(toks):
+    while toks[i][0] != "<end of file>":
         head = atom()
         body: list[Atom] = []
         if toks[i][0] == ":-":

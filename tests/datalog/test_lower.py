@@ -1,0 +1,77 @@
+"""Lowering: the rules a policy becomes, and the fixed rules they join."""
+
+from __future__ import annotations
+
+import pytest
+
+from polang.datalog.codegen import CodegenError, compile_rules
+from polang.datalog.fixed import RuleSyntaxError, fixed_rules, parse_rules
+from polang.datalog.lower import LoweringError, lower_policies
+from polang.datalog.seminaive import StratificationError, evaluate, stratify
+from polang.language.parser import parse_policies
+
+
+def lower(text: str) -> str:
+    ps = parse_policies(text)
+    return lower_policies((f"policy{i}", p) for i, p in enumerate(ps)).text()
+
+
+def test_and_lowers_to_three_valued_rules() -> None:
+    text = lower("permit(principal, action, resource) when { context.a && context.b };")
+    assert "p0_e1(false) :- p0_e2(false)." in text
+    assert "p0_e1(true) :- p0_e2(true), p0_e4(true)." in text
+    assert "p0_e1(false) :- p0_e2(true), p0_e4(false)." in text
+    assert 'X = get_attr(A1, "a")' in text
+    assert 'cond("policy0", V) :- p0_e1(V).' in text
+
+
+def test_scope_and_unless() -> None:
+    text = lower(
+        'forbid(principal in G::"g", action in [Action::"x", Action::"y"], resource is D) '
+        "unless { resource.ok };"
+    )
+    assert 'scope_in(P, G::"g")' in text
+    assert "scope_in_any(A," in text
+    assert 'scope_is(R, "D")' in text
+    assert 'effect("policy0", "forbid").' in text
+    # unless { e } is !e: true exactly when e is false
+    assert "p0_e1(true) :- p0_e2(false)." in text
+
+
+def test_unlinked_template_cannot_be_lowered() -> None:
+    with pytest.raises(LoweringError, match=r"\?principal"):
+        lower("permit(principal == ?principal, action, resource);")
+
+
+def test_fixed_rules_are_stratified_and_compile() -> None:
+    rules = fixed_rules("decision")
+    strata = stratify(rules)
+    heads = [{r.head.pred for r in s} for s in strata]
+    # `allow` reads `not forbidden`, `deny` reads `not allow`: later strata
+    assert any("allow" in h for h in heads[1:])
+    run = compile_rules(rules, ["policy", "effect", "scope", "cond"])
+    facts = {
+        "policy": {("a",), ("b",)},
+        "effect": {("a", "permit"), ("b", "forbid")},
+        "scope": {("a",), ("b",)},
+        "cond": {("a", True)},
+    }
+    out = run(facts)
+    assert out["allow"] == {()} and out["reason"] == {("a",)} and out["errored"] == {("b",)}
+    ref = evaluate(rules, facts)
+    assert all(out[k] == ref.get(k, set()) for k in out)
+
+
+def test_rule_file_errors_name_the_line() -> None:
+    with pytest.raises(RuleSyntaxError, match=r"x\.dl:2"):
+        parse_rules("a(X) :- b(X).\nc(X) :- d(X)", "x.dl")
+
+
+def test_negation_through_recursion_is_refused() -> None:
+    with pytest.raises(StratificationError):
+        stratify(parse_rules("p(X) :- q(X), not p(X).\nq(1).".replace("1", "a")))
+
+
+def test_codegen_refuses_recursion() -> None:
+    with pytest.raises(CodegenError):
+        compile_rules(fixed_rules("hierarchy"), ["entity", "parent"])
