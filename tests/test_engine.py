@@ -529,12 +529,6 @@ def test_bad_request_parts(shop: Engine, args: tuple[Any, ...], field: str, deta
     assert isinstance(exc.value, PolangError)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine.py: an action that the schema does not declare (or that is not an "
-    "Action entity) is silently denied when the request has no context; it is only "
-    "rejected as a side effect of parsing a context",
-)
 @pytest.mark.parametrize("action", ['Shop::Action::"steal"', 'Shop::User::"alice"'])
 def test_undeclared_action_is_a_request_error(shop: Engine, action: str) -> None:
     with pytest.raises(RequestError, match="action"):

@@ -37,6 +37,7 @@ from polang.language.entities import (
 )
 from polang.language.parser import parse_entity_uid
 from polang.language.schema import Schema
+from polang.language.validate import validate_request
 from polang.language.values import EntityUID, RecordValue
 from polang.logs import Logger, LogSettings, uuid7
 from polang.store.model import PolicyStore, TrustedIssuerConfig
@@ -312,6 +313,25 @@ class Engine:
         except EntityError as e:
             raise RequestError(f"context: {e}") from None
 
+    def _check_request(
+        self,
+        principal: EntityUID | None,
+        action: EntityUID,
+        resource: EntityUID,
+        context: RecordValue,
+        schema: Schema,
+    ) -> None:
+        """With strict validation on, a request the schema cannot have is an error, not a
+        silent deny: an undeclared action or a principal/resource type it does not apply to
+        is almost always a typo in the caller."""
+        if not self.config.strict_schema_validation:
+            return
+        findings = validate_request(principal, action, resource, context, schema)
+        if findings:
+            raise RequestError(
+                "the request does not match the schema: " + "; ".join(str(f) for f in findings)
+            )
+
     # -- decisions ------------------------------------------------------------------------
 
     def authorize_unsigned(
@@ -333,6 +353,7 @@ class Engine:
             prin = self._entity(principal, "principal", schema)
             request_entities.append(prin)
         ctx = self._context(context, act, schema)
+        self._check_request(prin.uid if prin else None, act, res.uid, ctx, schema)
         facts = snap.facts.with_entities(request_entities)
         decision = snap.authorizer.backend.decide(
             Request(prin.uid if prin else None, act, res.uid, ctx), facts
@@ -373,6 +394,7 @@ class Engine:
         processed = snap.tokens.process(tokens)
         processed.require_any()
         ctx = self._context(context, act, schema)
+        self._check_request(None, act, res.uid, ctx, schema)
         fields = dict(ctx.fields)
         fields["tokens"] = processed.context_tokens
         ctx = RecordValue(fields)
