@@ -188,7 +188,7 @@ class SchemaSpec:
     actions: tuple[ActionSpec, ...]
     groups: tuple[str, ...]
     context: RecT
-    ids: tuple[str, ...] = ("a", "b", "c")
+    ids: tuple[str, ...] = ("a", "b", 'q"é')
     namespace: str = ""
     enums: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
@@ -399,7 +399,8 @@ def uid_json(type_name: str, id_: str) -> dict[str, str]:
 
 
 def draw_json_value(draw: Chooser, schema: SchemaSpec, t: Ty) -> Any:
-    """A JSON value (entity/context form) of type ``t``, with explicit escapes."""
+    """A JSON value (entity/context form) of type ``t``: explicit escapes (``__extn``,
+    ``__entity``) or, one time in three, the implicit forms that only a schema can read."""
     if t == LONG:
         return draw.integer(-4, 6) if draw.integer(0, 5) else draw.choice(BIG_LONGS)
     if t == STRING:
@@ -407,9 +408,11 @@ def draw_json_value(draw: Chooser, schema: SchemaSpec, t: Ty) -> Any:
     if t == BOOL:
         return draw.coin()
     if isinstance(t, ExtT):
-        return {"__extn": {"fn": EXT_CTOR[t.name], "arg": draw.choice(EXT_OK[t.name])}}
+        arg = draw.choice(EXT_OK[t.name])
+        return arg if one_in(draw, 3) else {"__extn": {"fn": EXT_CTOR[t.name], "arg": arg}}
     if isinstance(t, EntT):
-        return {"__entity": uid_json(schema.q(t.name), draw.choice(schema.ids_of(t.name)))}
+        uid = uid_json(schema.q(t.name), draw.choice(schema.ids_of(t.name)))
+        return uid if one_in(draw, 3) else {"__entity": uid}
     if isinstance(t, SetT):
         return [draw_json_value(draw, schema, t.elem) for _ in range(draw.integer(0, 3))]
     assert isinstance(t, RecT)
@@ -690,8 +693,10 @@ class _ExprGen:
 
         def eq() -> str:
             t = self.any_type()
+            # Sometimes across types (``1 == true`` is false, unlike Python's).
+            t2 = d.choice([t, self.any_type(), BOOL if t == LONG else LONG])
             op = d.choice(["==", "!="])
-            return f"({e(t, sub)} {op} {e(t, sub)})"
+            return f"({e(t, sub)} {op} {e(t2, sub)})"
 
         def order() -> str:
             ordered: list[Ty] = [LONG, LONG, LONG, ExtT("datetime"), ExtT("duration")]
@@ -742,7 +747,11 @@ class _ExprGen:
         def set_ops() -> str:
             elems: list[Ty] = [LONG, STRING, *[EntT(n) for n in self.schema.type_names]]
             elem = d.choice(elems)
-            s = e(SetT(elem), sub)
+            if elem == LONG and one_in(d, 3):  # Longs and Bools mixed: never equal
+                s = f"[{e(LONG, sub)}, {e(BOOL, sub)}, {e(LONG, sub)}]"
+                elem = d.choice([LONG, BOOL])
+            else:
+                s = e(SetT(elem), sub)
             m = d.choice(["contains", "containsAll", "containsAny", "isEmpty"])
             if m == "contains":
                 return f"{s}.contains({e(elem, sub)})"

@@ -66,7 +66,7 @@ def cedar_outcomes(sc: Scenario) -> list[tuple[str, set[str], set[str]]]:
     return out
 
 
-def polang_authorizer(sc: Scenario) -> Authorizer:
+def polang_authorizer(sc: Scenario, backend: str = "compiled") -> Authorizer:
     parsed = parse_policies(sc.policies.text)
     assert len(parsed) == len(sc.policies.ids)
     by_id: dict[str, Policy] = {}
@@ -77,7 +77,7 @@ def polang_authorizer(sc: Scenario) -> Authorizer:
         by_id[link.new_id] = link_template(
             templates[link.template], _uid(link.principal), _uid(link.resource)
         )
-    return Authorizer(by_id)
+    return Authorizer(by_id, backend=backend)
 
 
 def polang_outcomes(sc: Scenario, authorizer: Authorizer) -> list[tuple[str, set[str], set[str]]]:
@@ -97,10 +97,10 @@ def polang_outcomes(sc: Scenario, authorizer: Authorizer) -> list[tuple[str, set
     return out
 
 
-def compare(sc: Scenario) -> list[str]:
+def compare(sc: Scenario, backend: str = "compiled") -> list[str]:
     """Human-readable differences between the two engines (empty when they agree)."""
     want = cedar_outcomes(sc)
-    authorizer = polang_authorizer(sc)
+    authorizer = polang_authorizer(sc, backend)
     got = polang_outcomes(sc, authorizer)
     diffs = []
     for i, (w, g) in enumerate(zip(want, got, strict=True)):
@@ -108,13 +108,13 @@ def compare(sc: Scenario) -> list[str]:
             diffs.append(
                 f"request {i} {json.dumps(sc.requests[i])}:\n"
                 f"  cedarpy: {w[0]} reasons={sorted(w[1])} errors={sorted(w[2])}\n"
-                f"  polang:  {g[0]} reasons={sorted(g[1])} errors={sorted(g[2])}"
+                f"  polang ({backend}): {g[0]} reasons={sorted(g[1])} errors={sorted(g[2])}"
             )
     return diffs
 
 
 @settings(
-    max_examples=100,
+    max_examples=150,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -124,7 +124,7 @@ def test_same_decisions_reasons_and_errors_as_cedarpy(sc: Scenario) -> None:
     assert not diffs, "polang and cedarpy disagree\n" + "\n".join(diffs) + "\n" + sc.describe()
 
 
-SWEEP_SEEDS = range(400)
+SWEEP_SEEDS = range(500)
 
 
 def test_seeded_sweep_agrees_with_cedarpy() -> None:
@@ -136,4 +136,15 @@ def test_seeded_sweep_agrees_with_cedarpy() -> None:
         diffs = compare(sc)
         if diffs:
             failures.append(f"seed {seed}:\n" + "\n".join(diffs) + "\n" + sc.describe())
+    assert not failures, f"{len(failures)} seeds disagree\n" + "\n\n".join(failures[:3])
+
+
+def test_pydatalog_backend_agrees_with_cedarpy_on_a_sweep() -> None:
+    """The reference backend on the same generated scenarios (fewer: it is slower)."""
+    failures = []
+    for seed in range(100):
+        sc = random_scenario(10_000 + seed)
+        diffs = compare(sc, "pydatalog")
+        if diffs:
+            failures.append(f"seed {10_000 + seed}:\n" + "\n".join(diffs) + "\n" + sc.describe())
     assert not failures, f"{len(failures)} seeds disagree\n" + "\n\n".join(failures[:3])
