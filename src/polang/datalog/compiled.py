@@ -425,44 +425,44 @@ class CompiledBackend:
         self.decision_rules: list[Rule] = [
             r for r in program.rules if r.policy_id is None and r.head.pred in _DECISION_HEADS
         ]
-        # Index: action uid -> candidate policies; policies without an `action ==` go everywhere.
-        self._by_action: dict[EntityUID, list[CompiledPolicy]] = {}
-        self._any_action: list[CompiledPolicy] = []
-        for cp in self.policies:
-            if cp.info.actions is None:
-                self._any_action.append(cp)
-        for cp in self.policies:
-            if cp.info.actions is not None:
-                for a in cp.info.actions:
-                    self._by_action.setdefault(a, []).append(cp)
         self._order = {cp.info.policy_id: i for i, cp in enumerate(self.policies)}
-        self._plans: dict[EntityUID, Any] = {}
+        self._plans: dict[tuple[EntityUID, frozenset[EntityUID]], _Plan] = {}
         self._combine = compile_rules(self.decision_rules, ("policy", "effect", "scope", "cond"))
 
-    def candidates(self, action: EntityUID) -> list[CompiledPolicy]:
-        return self._plan(action)[0]
+    def candidates(
+        self, action: EntityUID, facts: EntityFacts | None = None
+    ) -> list[CompiledPolicy]:
+        """The policies whose action constraint can hold for ``action`` (in source order)."""
+        anc = facts.ancestors_of(action) if facts is not None else frozenset()
+        return self._plan(action, anc).policies
 
-    def _plan(
-        self, action: EntityUID
-    ) -> tuple[list[CompiledPolicy], frozenset[tuple[str]], frozenset[tuple[str, str]]]:
-        """Candidates for an action with their static ``policy``/``effect`` facts (cached)."""
-        plan = self._plans.get(action)
+    def _plan(self, action: EntityUID, action_ancestors: frozenset[EntityUID]) -> _Plan:
+        """Candidates for an action, indexed by principal and resource keys (cached)."""
+        key = (action, action_ancestors)
+        plan = self._plans.get(key)
         if plan is None:
-            specific = self._by_action.get(action, [])
-            cands = sorted(
-                specific + self._any_action, key=lambda cp: self._order[cp.info.policy_id]
-            )
-            plan = (
-                cands,
-                frozenset((cp.info.policy_id,) for cp in cands),
-                frozenset((cp.info.policy_id, cp.info.effect) for cp in cands),
-            )
+            cands: list[CompiledPolicy] = []
+            for cp in self.policies:
+                info = cp.info
+                if info.actions is not None and action not in info.actions:
+                    continue
+                if info.action_groups is not None and not (
+                    action in info.action_groups
+                    or not info.action_groups.isdisjoint(action_ancestors)
+                ):
+                    continue
+                cands.append(cp)
+            plan = _Plan(cands)
             if len(self._plans) < 100_000:
-                self._plans[action] = plan
+                self._plans[key] = plan
         return plan
 
     def decide(self, request: Request, facts: EntityFacts, *, trace: bool = False) -> RawDecision:
-        cands, policy, effect = self._plan(request.action)
+        plan = self._plan(request.action, facts.ancestors_of(request.action))
+        # With a trace every action candidate is reported; otherwise only those whose
+        # principal and resource keys can hold are evaluated (the others' scope is false).
+        cands = plan.policies if trace else plan.select(request, facts)
+        effect = plan.effect_facts
         scope: Relation = set()
         cond: Relation = set()
         outcomes: list[PolicyOutcome] = []
@@ -487,12 +487,82 @@ class CompiledBackend:
                 errs[pid] = _bool_error(v)
             if trace:
                 outcomes.append(PolicyOutcome(pid, True, value=v, error=errs.get(pid)))
-        rels = self._combine({"policy": policy, "effect": effect, "scope": scope, "cond": cond})
+        # policy(P) is given for the in-scope policies only: the others derive nothing
+        # (every decision rule needs scope(P)), and the joins stay as small as the scope.
+        rels = self._combine({"policy": scope, "effect": effect, "scope": scope, "cond": cond})
         allow = bool(rels.get("allow"))
         reasons = sorted((t[0] for t in rels.get("reason", ())), key=self._order.__getitem__)
         errors = [(t[0], errs.get(t[0]) or _unknown_error()) for t in rels.get("errored", ())]
         errors.sort(key=lambda pe: self._order[pe[0]])
         return RawDecision(allow, reasons, errors, outcomes)
+
+
+class _Plan:
+    """The candidates of one action, with principal/resource indexes over them."""
+
+    __slots__ = ("effect_facts", "free", "index", "policies", "policy_facts")
+
+    def __init__(self, policies: list[CompiledPolicy]) -> None:
+        self.policies = policies
+        self.policy_facts = frozenset((cp.info.policy_id,) for cp in policies)
+        self.effect_facts = frozenset((cp.info.policy_id, cp.info.effect) for cp in policies)
+        # Per dimension (principal, resource): positions with no constraint, and
+        # positions by `== E`, by `in E` and by `is T` (alone).
+        self.free: list[frozenset[int]] = []
+        self.index: list[tuple[dict[Any, set[int]], dict[Any, set[int]], dict[str, set[int]]]] = []
+        for key_attr, type_attr in (
+            ("principal_key", "principal_type"),
+            ("resource_key", "resource_type"),
+        ):
+            free: set[int] = set()
+            eq: dict[Any, set[int]] = {}
+            in_: dict[Any, set[int]] = {}
+            by_type: dict[str, set[int]] = {}
+            for pos, cp in enumerate(policies):
+                k = getattr(cp.info, key_attr)
+                t = getattr(cp.info, type_attr)
+                if k is not None:
+                    (eq if k[0] == "eq" else in_).setdefault(k[1], set()).add(pos)
+                elif t is not None:
+                    by_type.setdefault(t, set()).add(pos)
+                else:
+                    free.add(pos)
+            self.free.append(frozenset(free))
+            self.index.append((eq, in_, by_type))
+
+    def _dimension(
+        self, d: int, v: EntityUID | None, facts: EntityFacts
+    ) -> set[int] | frozenset[int]:
+        free = self.free[d]
+        if v is None:
+            return free
+        eq, in_, by_type = self.index[d]
+        out: set[int] | frozenset[int] = free
+        if by_type:
+            hit = by_type.get(v.type)
+            if hit:
+                out = out | hit
+        if eq:
+            hit = eq.get(v)
+            if hit:
+                out = out | hit
+        if in_:
+            hit = in_.get(v)
+            if hit:
+                out = out | hit
+            for a in facts.ancestors_of(v):
+                hit = in_.get(a)
+                if hit:
+                    out = out | hit
+        return out
+
+    def select(self, request: Request, facts: EntityFacts) -> list[CompiledPolicy]:
+        if len(self.free[0]) == len(self.policies) == len(self.free[1]):
+            return self.policies
+        ps = self._dimension(0, request.principal, facts)
+        rs = self._dimension(1, request.resource, facts)
+        pols = self.policies
+        return [pols[i] for i in sorted(ps & rs)]
 
 
 _DECISION_HEADS = frozenset(

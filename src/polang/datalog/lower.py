@@ -228,9 +228,14 @@ class _PolicyLowerer:
             effect=p.effect,
             scope_pred=scope_pred,
             cond_pred=cond,
-            actions=_action_index(p.action),
-            principal_eq=p.principal.entity if p.principal.kind == "eq" else None,
-            resource_eq=p.resource.entity if p.resource.kind == "eq" else None,
+            actions=frozenset(p.action.entities) if p.action.kind == "eq" else None,
+            action_groups=(
+                frozenset(p.action.entities) if p.action.kind in ("in", "in_set") else None
+            ),
+            principal_key=_scope_key(p.principal),
+            resource_key=_scope_key(p.resource),
+            principal_type=p.principal.entity_type if p.principal.kind == "is" else None,
+            resource_type=p.resource.entity_type if p.resource.kind == "is" else None,
             span=p.span,
         )
 
@@ -247,10 +252,12 @@ class _PolicyLowerer:
         return self.expr(e)
 
 
-def _action_index(c: ast.ActionConstraint) -> frozenset[EntityUID] | None:
-    """``None`` for ``action`` (any) or ``in`` (group membership is resolved later)."""
-    if c.kind == "eq":
-        return frozenset(c.entities)
+def _scope_key(c: ast.ScopeConstraint) -> tuple[str, EntityUID] | None:
+    if isinstance(c.entity, EntityUID):
+        if c.kind == "eq":
+            return ("eq", c.entity)
+        if c.kind in ("in", "is_in"):
+            return ("in", c.entity)
     return None
 
 
