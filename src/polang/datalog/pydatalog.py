@@ -20,10 +20,13 @@ is generic:
 pyDatalog keeps its engine per thread (``Logic.tl.logic``). Each thread using a backend
 gets its own ``Logic`` with the rules loaded, swapped in around each decision; the
 per-request inputs the resolvers need (the entity facts, the error log) live in that
-thread's state. The entity set is asserted as ``entity(E)``/``parent(E, P)`` facts only
-when it changes (by a difference with the loaded set), so a store of 10k entities is
-loaded once, not per request; the request's ``principal``/``action``/``resource``/
-``context`` facts are replaced per request.
+thread's state. The entity set is asserted as ``entity(E)``/``parent(E, P)`` facts, from
+which ``rules/hierarchy.dl`` derives ``in``, only when it changes (by a difference with
+the loaded set), so a store of 10k entities is loaded once, not per request; the
+request's ``principal``/``action``/``resource``/``context`` facts are replaced per
+request. A hierarchy with a cycle is asserted as its materialised ``in`` closure instead
+of ``parent`` edges: pyDatalog 0.17.4 never terminates on the right-recursive closure
+rule over a cycle.
 
 pyDatalog derives *that* a policy errored (neither ``cond(P, true)`` nor
 ``cond(P, false)``), not why. The error reported for it is the first
@@ -43,6 +46,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import networkx as nx
 from pyDatalog import pyEngine
 from pyDatalog.Logic import Logic
 
@@ -50,12 +54,17 @@ from polang.datalog.builtins import builtin
 from polang.datalog.compiled import PolicyOutcome, RawDecision
 from polang.datalog.facts import EntityFacts, Request
 from polang.datalog.ir import Atom, Builtin, Const, Program, Rule, Var
-from polang.errors import EvaluationError
+from polang.errors import EvaluationError, PolangError
 from polang.language.values import type_name, value_key, value_repr
 
 GC_FREEZE_THRESHOLD = 5000
 """Entity facts loaded at once above which ``gc.freeze()`` runs (design.md: long GC pauses
 over large fact bases)."""
+
+
+class PyDatalogBackendError(PolangError):
+    """The Program cannot run on pyDatalog (an unusable name, an unsafe rule): a bug."""
+
 
 # -- tokens ------------------------------------------------------------------------------
 
@@ -123,7 +132,7 @@ class _Clause:
 def _pred_name(name: str) -> str:
     """The pyDatalog name of an IR predicate (``q_`` keeps it clear of resolver names)."""
     if not name or _UNSAFE_CHARS.intersection(name) or name.startswith("_pyD"):
-        raise ValueError(f"predicate name {name!r} cannot be used in pyDatalog")
+        raise PyDatalogBackendError(f"predicate name {name!r} cannot be used in pyDatalog")
     return "q_" + name
 
 
@@ -185,8 +194,15 @@ class _ThreadState:
         new: set[tuple[str, tuple[Token, ...]]] = set()
         for e in facts.entities:
             new.add(("q_entity", (token(e.uid),)))
-        for child, parent in facts.parent_facts():
-            new.add(("q_parent", (token(child), token(parent))))
+        edges = list(facts.parent_facts())
+        if nx.is_directed_acyclic_graph(nx.DiGraph(edges)):
+            for child, parent in edges:
+                new.add(("q_parent", (token(child), token(parent))))
+        else:
+            # pyDatalog 0.17.4 never terminates on the right-recursive closure of
+            # rules/hierarchy.dl over a cycle; assert the networkx closure instead.
+            for child, ancestor in facts.in_facts():
+                new.add(("q_in", (token(child), token(ancestor))))
         _replace_facts(self.entity_set, new)
         changed = len(new.symmetric_difference(self.entity_set))
         self.entity_set = new
@@ -270,7 +286,9 @@ def _make_resolver(
                 continue
             t = terms[s]
             if not t.is_const():
-                raise RuntimeError(f"builtin {where}: argument {s + 1} is unbound (unsafe rule)")
+                raise PyDatalogBackendError(
+                    f"builtin {where}: argument {s + 1} is unbound (unsafe rule)"
+                )
             args.append(t.id.value)
         st = shared.state()
         try:
@@ -345,7 +363,10 @@ class PyDatalogBackend:
     def _builtin_literal(
         self, lit: Builtin, rule: Rule, order: tuple[int, int], serial: int
     ) -> _Lit:
-        fn = builtin(lit.op)  # unknown ops fail here, when the program is loaded
+        try:
+            fn = builtin(lit.op)  # unknown ops fail here, when the program is loaded
+        except ValueError as e:
+            raise PyDatalogBackendError(f"{e} in rule {rule}") from None
         inputs: list[str] = []
         slots: list[int | Token] = []
         for t in lit.args:
