@@ -1,0 +1,91 @@
+"""The runnable examples run as a user would run them, and say what they should."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+
+
+def run_example(script: Path, *args: str, cwd: Path) -> list[str]:
+    """Run ``script`` from ``cwd`` (not the repo root: examples must find their own files)."""
+    proc = subprocess.run(
+        [sys.executable, str(script), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.stdout.splitlines()
+
+
+def test_unsigned_example(tmp_path: Path) -> None:
+    lines = run_example(EXAMPLES / "unsigned.py", cwd=tmp_path)
+    assert lines[0] == "store acme-docs version 1.2.0"
+    decisions = [line for line in lines if re.match(r"^(ALLOW|DENY) ", line)]
+    assert decisions == [
+        "ALLOW  alice reads the roadmap  [org-members-read]",
+        "DENY   alice edits the roadmap (clearance 2)",
+        "ALLOW  alice with clearance 3 edits it  [cleared-editors]",
+        "ALLOW  alice deletes her own document  [owner-full-access]",
+        "DENY   alice reads a secret document  [secret-needs-corp-network]",
+        "DENY   ... from the corporate network",
+        "ALLOW  alice's own secret document, corp network  [owner-full-access]",
+        "DENY   no principal reads the roadmap",
+    ]
+    assert "       error in owner-full-access: the request has no principal" in lines
+    rejected = [line for line in lines if line.startswith("rejected: ")]
+    assert len(rejected) == 3
+    assert "$.resource.attrs.public" in rejected[0] and "Bool" in rejected[0]
+    assert "Acme::Org" in rejected[1]
+    assert 'Acme::Action::"archive"' in rejected[2]
+
+
+def test_multi_issuer_example(tmp_path: Path) -> None:
+    store = tmp_path / "kept-store"
+    lines = run_example(
+        EXAMPLES / "multi_issuer" / "run.py", "--store-dir", str(store), cwd=tmp_path
+    )
+    providers = re.fullmatch(
+        r"providers: (https://localhost:\d+/acme) \(RS256\), "
+        r"(https://localhost:\d+/partner) \(ES256\)",
+        lines[0],
+    )
+    assert providers, lines[0]
+    assert lines[1] == f"store: {store}"
+    decisions = [line for line in lines if re.match(r"^(ALLOW|DENY) ", line)]
+    assert decisions == [
+        "ALLOW  read with the docs:read scope  [read-with-scope]",
+        "DENY   read with only the profile scope",
+        "DENY   read a secret document without MFA  [secret-needs-mfa]",
+        "ALLOW  read a secret document with MFA  [read-with-scope]",
+        "ALLOW  partner reviewer comments  [partner-reviewers-comment]",
+        "DENY   partner viewer comments",
+        "ALLOW  three tokens, two of them bad: the good one decides  [partner-reviewers-comment]",
+    ]
+    dropped = [line.strip() for line in lines if line.strip().startswith("dropped token")]
+    assert len(dropped) == 2
+    assert dropped[0].startswith("dropped token 0 (Acme::Access_token): expired: ")
+    assert dropped[1].startswith("dropped token 1 (Partner::Access_token): signature: ")
+    assert lines[-1].startswith("rejected: no valid token left: token 0 (Acme::Access_token)")
+    assert "not_yet_valid" in lines[-1]
+
+    # the store it wrote: two issuers pointing at the providers, three token types
+    issuers = json.loads((store / "trusted-issuers" / "issuers.json").read_text())
+    assert issuers["acme"]["openid_configuration_endpoint"] == (
+        f"{providers.group(1)}/.well-known/openid-configuration"
+    )
+    assert issuers["partner"]["openid_configuration_endpoint"].startswith(providers.group(2))
+    types = sorted(
+        tm["entity_type_name"] for i in issuers.values() for tm in i["token_metadata"].values()
+    )
+    assert types == ["Acme::Access_token", "Acme::Id_token", "Partner::Access_token"]
+    policies = (store / "policies" / "documents.polang").read_text()
+    assert ".hasTag(" in policies and ".getTag(" in policies
