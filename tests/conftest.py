@@ -26,7 +26,9 @@ def corpus_archive() -> Path | None:
 def corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     archive = corpus_archive()
     if archive is None:
-        pytest.skip("conformance pack not found (expected ../shared/conformance/polang-corpus.tar.gz)")
+        pytest.skip(
+            "conformance pack not found (expected ../shared/conformance/polang-corpus.tar.gz)"
+        )
     dest = tmp_path_factory.mktemp("corpus")
     with tarfile.open(archive) as tf:
         tf.extractall(dest, filter="data")

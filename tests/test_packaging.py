@@ -10,7 +10,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_every_package_is_listed_in_pyproject() -> None:
-    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    listed = set(
+        tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
     found = {
         ".".join(p.parent.relative_to(REPO / "src").parts)
         for p in (REPO / "src" / "polang").rglob("__init__.py")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +68,9 @@ def cmd_authorize(args: argparse.Namespace) -> int:
         for e in diag.errors:
             console.print(f"[yellow]error[/] in {e['policy_id']}: {e['error']}")
         for d in result.dropped_tokens or []:
-            console.print(f"[yellow]dropped token[/] {d.index} ({d.mapping}): {d.kind}: {d.message}")
+            console.print(
+                f"[yellow]dropped token[/] {d.index} ({d.mapping}): {d.kind}: {d.message}"
+            )
     return 0 if result.decision else 1
 
 
@@ -124,5 +125,3 @@ def add_cli_commands(sub: Any) -> None:
     p.add_argument("target", nargs="+", help="a store, or .polang files with --schema")
     p.add_argument("--schema", help="schema file (.polangschema or JSON) for loose policy files")
     p.set_defaults(func=cmd_validate)
-
-
