@@ -77,6 +77,101 @@ class RawDecision:
     outcomes: list[PolicyOutcome] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What a value predicate's rule group computes, when it is one of the lowering's forms.
+
+    ``kind``: ``const`` (``value``), ``alias`` (the value of ``preds[0]``), ``call``
+    (``op(preds..., consts...)``), ``not``, ``and``, ``or`` (``preds`` = operands), ``if``
+    (condition, then, else), ``and_then`` (``c && t`` where ``t`` may be any value: the
+    lowering of ``is T in E``), or ``rules`` (none of these: interpret the rules).
+    """
+
+    kind: str
+    preds: tuple[str, ...] = ()
+    value: Any = None
+    op: str = ""
+    consts: tuple[Any, ...] = ()
+
+
+_RULES = Shape("rules")
+
+
+def classify(rules: Sequence[Rule]) -> Shape:
+    """Recognise the rule-group forms that ``lower.py`` emits (the backends' fast paths)."""
+    heads = [r.head.args[0] if r.head.args else None for r in rules]
+    bodies = [r.body for r in rules]
+    if len(rules) == 1:
+        head, body = heads[0], bodies[0]
+        if not body and isinstance(head, Const):
+            return Shape("const", value=head.value)
+        if isinstance(head, Var):
+            if (
+                len(body) == 1
+                and isinstance(body[0], Atom)
+                and not body[0].negated
+                and body[0].args == (head,)
+            ):
+                return Shape("alias", (body[0].pred,))
+            return _call_shape(head, body)
+        return _RULES
+    sig = [
+        (h.value if isinstance(h, Const) else "X", _body_sig(b))
+        for h, b in zip(heads, bodies, strict=True)
+    ]
+    try:
+        first = [_pred(b[0]) for b in bodies]
+        second = [_pred(b[1]) if len(b) > 1 else None for b in bodies]
+    except TypeError:
+        return _RULES
+    if len(set(first)) != 1:
+        return _RULES
+    a = first[0]
+    if sig == [(False, [("a", True)]), (True, [("a", False)])]:
+        return Shape("not", (a,))
+    if len(rules) == 3 and second[1] is not None and second[1] == second[2]:
+        b = second[1]
+        if sig == [
+            (False, [("a", False)]),
+            (True, [("a", True), ("a", True)]),
+            (False, [("a", True), ("a", False)]),
+        ]:
+            return Shape("and", (a, b))
+        if sig == [
+            (True, [("a", True)]),
+            (True, [("a", False), ("a", True)]),
+            (False, [("a", False), ("a", False)]),
+        ]:
+            return Shape("or", (a, b))
+    if sig == [("X", [("a", True), ("a", "X")]), ("X", [("a", False), ("a", "X")])]:
+        return Shape("if", (a, second[0], second[1]))  # type: ignore[arg-type]
+    if sig == [(False, [("a", False)]), ("X", [("a", True), ("a", "X")])]:
+        return Shape("and_then", (a, second[1]))  # type: ignore[arg-type]
+    return _RULES
+
+
+def _call_shape(head: Var, body: tuple[Any, ...]) -> Shape:
+    """``n(X) :- a1(A1), ..., ak(Ak), X = op(A1, ..., Ak, consts...)``."""
+    if not body or not isinstance(body[-1], Builtin) or body[-1].out != head:
+        return _RULES
+    b: Builtin = body[-1]
+    preds: list[str] = []
+    vars_: list[Var] = []
+    for lit in body[:-1]:
+        if not (isinstance(lit, Atom) and not lit.negated and len(lit.args) == 1):
+            return _RULES
+        v = lit.args[0]
+        if not isinstance(v, Var):
+            return _RULES
+        preds.append(lit.pred)
+        vars_.append(v)
+    n = len(vars_)
+    if tuple(b.args[:n]) != tuple(vars_) or not all(isinstance(t, Const) for t in b.args[n:]):
+        return _RULES
+    consts = tuple(t.value for t in b.args[n:] if isinstance(t, Const))
+    return Shape("call", tuple(preds), op=b.op, consts=consts)
+
+
 class Compiler:
     """Compiles the value predicates of a Program on demand (memoised by name)."""
 
@@ -100,92 +195,45 @@ class Compiler:
     def _compile(self, pred: str, rules: Sequence[Rule]) -> Fn:
         if not self.specialize:
             return self._generic(pred, rules)
-        heads = [r.head.args[0] if r.head.args else None for r in rules]
-        bodies = [r.body for r in rules]
-        # n(c).
-        if len(rules) == 1 and not bodies[0] and isinstance(heads[0], Const):
-            c = heads[0].value
+        shape = classify(rules)
+        kind, preds = shape.kind, shape.preds
+        if kind == "const":
+            c = shape.value
             return lambda _r, _fx: c
-        # n(X) :- v(X).   (request variable or another predicate)
-        if (
-            len(rules) == 1
-            and len(bodies[0]) == 1
-            and isinstance(bodies[0][0], Atom)
-            and not bodies[0][0].negated
-            and bodies[0][0].args == (heads[0],)
-            and isinstance(heads[0], Var)
-        ):
-            return self.fn(bodies[0][0].pred)
-        # n(X) :- a1(A1), ..., ak(Ak), X = op(A1, ..., Ak, consts...).
-        if len(rules) == 1 and isinstance(heads[0], Var):
-            call = self._call_shape(heads[0], bodies[0])
-            if call is not None:
-                return call
-        sig = [
-            (h.value if isinstance(h, Const) else "X", _body_sig(b))
-            for h, b in zip(heads, bodies, strict=True)
-        ]
-        # !a
-        if sig == [(False, [("a", True)]), (True, [("a", False)])]:
-            a = self.fn(_pred(bodies[0][0]))
-            if _pred(bodies[1][0]) == _pred(bodies[0][0]):
+        if kind == "alias":
+            return self.fn(preds[0])
+        if kind == "call":
+            return self._call(shape)
+        if kind == "not":
+            a = self.fn(preds[0])
 
-                def not_(r: Request, fx: EntityFacts) -> bool:
-                    v = a(r, fx)
-                    if v is True:
-                        return False
-                    if v is False:
-                        return True
-                    raise _bool_error(v)
+            def not_(r: Request, fx: EntityFacts) -> bool:
+                v = a(r, fx)
+                if v is True:
+                    return False
+                if v is False:
+                    return True
+                raise _bool_error(v)
 
-                return not_
-        # a && b  /  a || b
-        if len(rules) == 3 and self._same_operands(bodies):
-            a = self.fn(_pred(bodies[0][0]))
-            b = self.fn(_pred(bodies[1][1]))
-            if sig == [
-                (False, [("a", False)]),
-                (True, [("a", True), ("a", True)]),
-                (False, [("a", True), ("a", False)]),
-            ]:
+            return not_
+        if kind in ("and", "or"):
+            a, b = self.fn(preds[0]), self.fn(preds[1])
+            short = kind == "or"  # the value of `a` that decides without `b`
 
-                def and_(r: Request, fx: EntityFacts) -> bool:
-                    x = a(r, fx)
-                    if x is False:
-                        return False
-                    if x is not True:
-                        raise _bool_error(x)
-                    y = b(r, fx)
-                    if y is True or y is False:
-                        return y
-                    raise _bool_error(y)
+            def and_or(r: Request, fx: EntityFacts) -> bool:
+                x = a(r, fx)
+                if x is short:
+                    return short
+                if x is not (not short):
+                    raise _bool_error(x)
+                y = b(r, fx)
+                if y is True or y is False:
+                    return y
+                raise _bool_error(y)
 
-                return and_
-            if sig == [
-                (True, [("a", True)]),
-                (True, [("a", False), ("a", True)]),
-                (False, [("a", False), ("a", False)]),
-            ]:
-
-                def or_(r: Request, fx: EntityFacts) -> bool:
-                    x = a(r, fx)
-                    if x is True:
-                        return True
-                    if x is not False:
-                        raise _bool_error(x)
-                    y = b(r, fx)
-                    if y is True or y is False:
-                        return y
-                    raise _bool_error(y)
-
-                return or_
-        # if c then a else b   /   e is T in E
-        if sig == [("X", [("a", True), ("a", "X")]), ("X", [("a", False), ("a", "X")])] and (
-            _pred(bodies[0][0]) == _pred(bodies[1][0])
-        ):
-            c = self.fn(_pred(bodies[0][0]))
-            t = self.fn(_pred(bodies[0][1]))
-            e = self.fn(_pred(bodies[1][1]))
+            return and_or
+        if kind == "if":
+            c, t, e = (self.fn(p) for p in preds)
 
             def if_(r: Request, fx: EntityFacts) -> Any:
                 v = c(r, fx)
@@ -196,11 +244,8 @@ class Compiler:
                 raise _bool_error(v)
 
             return if_
-        if sig == [(False, [("a", False)]), ("X", [("a", True), ("a", "X")])] and (
-            _pred(bodies[0][0]) == _pred(bodies[1][0])
-        ):
-            c = self.fn(_pred(bodies[0][0]))
-            t = self.fn(_pred(bodies[1][1]))
+        if kind == "and_then":
+            c, t = self.fn(preds[0]), self.fn(preds[1])
 
             def and_then(r: Request, fx: EntityFacts) -> Any:
                 v = c(r, fx)
@@ -213,36 +258,11 @@ class Compiler:
             return and_then
         return self._generic(pred, rules)
 
-    @staticmethod
-    def _same_operands(bodies: Sequence[tuple[Any, ...]]) -> bool:
-        try:
-            a = {_pred(b[0]) for b in bodies}
-            bs = {_pred(b[1]) for b in bodies[1:]}
-        except (IndexError, TypeError):
-            return False
-        return len(a) == 1 and len(bs) == 1
-
-    def _call_shape(self, head: Var, body: tuple[Any, ...]) -> Fn | None:
-        if not body or not isinstance(body[-1], Builtin) or body[-1].out != head:
-            return None
-        b: Builtin = body[-1]
-        operands: list[Fn] = []
-        vars_: list[Var] = []
-        for lit in body[:-1]:
-            if not (isinstance(lit, Atom) and not lit.negated and len(lit.args) == 1):
-                return None
-            v = lit.args[0]
-            if not isinstance(v, Var):
-                return None
-            operands.append(self.fn(lit.pred))
-            vars_.append(v)
-        nvars = len(vars_)
-        if tuple(b.args[:nvars]) != tuple(vars_) or not all(
-            isinstance(t, Const) for t in b.args[nvars:]
-        ):
-            return None
-        consts = tuple(t.value for t in b.args[nvars:])  # type: ignore[union-attr]
-        op = builtin(b.op)
+    def _call(self, shape: Shape) -> Fn:
+        operands = [self.fn(p) for p in shape.preds]
+        consts = shape.consts
+        op = builtin(shape.op)
+        nvars = len(operands)
         if nvars == 0:
             return lambda _r, fx: op(fx, *consts)
         if nvars == 1:
