@@ -1018,10 +1018,15 @@ def _first_failure(pe: PolicyExplanation, tracer: Tracer) -> ConditionFailure:
             if cr.clause.kind == "unless":
                 culprit = tracer.memo.get(cr.clause.body_pred, culprit)
             culprit = _narrow(culprit, cr.clause.kind == "when")
-            return ConditionFailure(cr.clause, culprit, culprit.all_reads())
+            return ConditionFailure(cr.clause, culprit, _values(culprit))
     root = pe.derivation
     assert root is not None
-    return ConditionFailure(None, root, root.all_reads())
+    return ConditionFailure(None, root, _values(root))
+
+
+def _values(d: Derivation) -> list[Read]:
+    """The values a condition saw (the whole context record is left out: its parts show)."""
+    return [r for r in d.all_reads() if not (r.kind == "variable" and r.text.startswith("context"))]
 
 
 def _narrow(d: Derivation, want_false: bool) -> Derivation:
@@ -1069,8 +1074,9 @@ def _is_literal(d: Derivation) -> bool:
 
 
 def _add_derivation(tree: Any, d: Derivation, show_rules: bool, depth: int = 0) -> None:
-    if d.pred in REQUEST_VARS:
-        tree.add(_t((d.pred, "cyan"), " = ", d.outcome_text()))
+    if d.pred in REQUEST_VARS or isinstance(d.node, ast.Var):
+        name = d.node.name if isinstance(d.node, ast.Var) else d.pred
+        tree.add(_t((name, "cyan"), " = ", d.outcome_text()))
         return
     label = _t(
         (d.text, "bold" if depth == 0 else ""),

@@ -602,7 +602,19 @@ class _Table:
     other entity of ``dom`` errors. Indexes are built on first use.
     """
 
-    __slots__ = ("_bools", "_elem", "_eq", "_ints", "_member", "dom", "ok", "unk")
+    __slots__ = (
+        "_bools",
+        "_elem",
+        "_ents",
+        "_eq",
+        "_ints",
+        "_member",
+        "_ok",
+        "dom",
+        "lookups",
+        "ok",
+        "unk",
+    )
 
     def __init__(
         self, dom: frozenset[EntityUID], ok: dict[EntityUID, Any], unk: dict[EntityUID, _Unk]
@@ -611,6 +623,9 @@ class _Table:
         self.ok = ok
         self.unk = unk
         self._bools: tuple[frozenset[EntityUID], ...] | None = None
+        self._ok: frozenset[EntityUID] | None = None
+        self.lookups: dict[Any, tuple[Any, Any] | None] = {}  # memoised index answers
+        self._ents: frozenset[EntityUID] | None = None
         self._eq: dict[Any, set[EntityUID]] | None = None
         self._elem: tuple[dict[Any, set[EntityUID]], frozenset[EntityUID]] | None = None
         self._member: tuple[dict[EntityUID, set[EntityUID]], frozenset[EntityUID]] | None = None
@@ -629,6 +644,20 @@ class _Table:
                     f.add(v)
             self._bools = (frozenset(t), frozenset(f), frozenset(e))
         return self._bools
+
+    def ok_set(self) -> frozenset[EntityUID]:
+        """The entities whose value is known (not an error)."""
+        if self._ok is None:
+            self._ok = self.dom if len(self.ok) == len(self.dom) else frozenset(self.ok)
+        return self._ok
+
+    def entity_set(self) -> frozenset[EntityUID]:
+        """The entities whose value is an entity."""
+        if self._ents is None:
+            self._ents = frozenset(v for v, x in self.ok.items() if type(x) is EntityUID)
+            if len(self._ents) == len(self.dom):
+                self._ents = self.dom
+        return self._ents
 
     def eq_index(self) -> dict[Any, set[EntityUID]]:
         """(type, value key) -> entities: the language's ``==``."""
@@ -863,6 +892,13 @@ class _Run:
         self.local_tables: dict[Any, _Table] = {}
         self.fallback_evals = 0
         self.steps = 0
+        # per-run caches of static facts about predicates (the free variable is fixed)
+        self._class: dict[str, int] = {}
+        self._order: dict[str, tuple[str, ...]] = {}
+        self._tables: dict[tuple[str, int], _Table] = {}
+        self.step_memo: dict[tuple[Any, int], Any] = {}
+        self._inputs: dict[str, tuple[str, ...] | None] = {}
+        self.cross_memo: dict[Any, Any] = {}
 
     # -- steps -------------------------------------------------------------------------------
 
@@ -870,13 +906,63 @@ class _Run:
         self.action = action
         self.req.action = action
         self.scalars = {}
+        self._tables = {}
+        self.step_memo = {}
+        self.cross_memo = {}
 
     def begin_outer(self, value: EntityUID, missing: bool) -> None:
         self.outer_value = value
         self.outer_missing = missing
         setattr(self.req, self.outer, value)
         self.scalars = {}
+        self.step_memo = {}
         self.steps += 1
+
+    def bound_inputs(self, pred: str) -> tuple[str, ...] | None:
+        """The predicates not reading the free variable that ``sets(pred)`` reads.
+
+        ``None`` when the evaluation may read the fixed entity in other ways (a
+        per-entity fallback): then its answer is not a function of those values alone.
+        """
+        if pred in self._inputs:
+            return self._inputs[pred]
+        out: tuple[str, ...] | None
+        k = self.klass(pred)
+        if k == 0:
+            out = (pred,)
+        elif k == 1:
+            out = ()
+        else:
+            sh = self.an.shape(pred)
+            if sh[0] in ("and", "or", "not", "if", "and_then", "alias"):
+                acc: list[str] = []
+                out = ()
+                for child in sh[1:]:
+                    got = self.bound_inputs(child)
+                    if got is None:
+                        out = None
+                        break
+                    acc.extend(x for x in got if x not in acc)
+                if out is not None:
+                    out = tuple(acc)
+            elif sh[0] == "call" and sh[1] in _INDEX_OPS and not sh[3] and len(sh[2]) == 2:
+                ks = [self.klass(o) for o in sh[2]]
+                out = tuple(o for o, k2 in zip(sh[2], ks, strict=True) if k2 == 0)
+                if 2 in ks or len(out) != 1:
+                    out = None
+            else:
+                out = None
+        self._inputs[pred] = out
+        return out
+
+    def klass(self, pred: str) -> int:
+        """0: does not read the free variable; 1: reads only it; 2: reads both."""
+        k = self._class.get(pred)
+        if k is None:
+            deps = self.an.deps(pred)
+            k = 0 if self.free not in deps else (1 if self.outer not in deps else 2)
+            self._class[pred] = k
+        return k
 
     def unknown_prone(self, pred: str) -> bool:
         """Whether ``pred`` may read data the query does not have.
@@ -904,9 +990,13 @@ class _Run:
 
     def scalar(self, pred: str) -> Any:
         """A predicate that does not read the free variable: one outcome per step."""
+        scalars = self.scalars
+        if pred in scalars:
+            return scalars[pred]
         key = self.an.canon(pred)
-        if key in self.scalars:
-            return self.scalars[key]
+        if key in scalars:
+            out = scalars[pred] = scalars[key]
+            return out
         if self.unknown_prone(pred):
             out = self.partial(None).ev(pred)
         else:
@@ -914,11 +1004,19 @@ class _Run:
                 out = self.qi.compiler.fn(pred)(self.req, self.facts)
             except EvaluationError:
                 out = ERR
-        self.scalars[key] = out
+        scalars[key] = scalars[pred] = out
         return out
 
     def table(self, pred: str, dom: frozenset[EntityUID]) -> _Table:
         """A predicate that reads the free variable but not the fixed one, over ``dom``."""
+        fast = self._tables.get((pred, id(dom)))
+        if fast is not None and fast.dom is dom:
+            return fast
+        t = self._table(pred, dom)
+        self._tables[(pred, id(dom))] = t
+        return t
+
+    def _table(self, pred: str, dom: frozenset[EntityUID]) -> _Table:
         sh = self.an.shape(pred)
         if sh[0] == "var" and sh[1] == self.free:
             key: Any = ("identity", id(dom))
@@ -990,14 +1088,38 @@ class _Run:
         self, pred: str, u: frozenset[EntityUID] | set[EntityUID], dom: frozenset[EntityUID]
     ) -> frozenset[EntityUID] | set[EntityUID]:
         """The entities of ``u`` for which ``pred`` may be true (conjuncts reordered)."""
-        conj = self.an.conjuncts(pred)
-        if len(conj) == 1:
-            return self.sets(pred, u, dom, T_).t
+        key: Any = None
+        if u is dom:
+            # A whole-domain answer depends only on the values of the scalars it reads:
+            # steps (and policies) reading equal values share one answer.
+            inputs = self.bound_inputs(pred)
+            if inputs is not None and not self.outer_missing:
+                scalar = self.scalar
+                key = (self.an.canon(pred), id(dom), *[_vkey(scalar(i)) for i in inputs])
+                hit = self.cross_memo.get(key)
+                if hit is not None:
+                    return hit
+            else:
+                key = (self.an.canon(pred), id(dom))
+                hit = self.step_memo.get(key)
+                if hit is not None:
+                    return hit
+        order = self._order.get(pred)
+        if order is None:
+            order = tuple(sorted(self.an.conjuncts(pred), key=self.cost))
+            self._order[pred] = order
         cur = u
-        for c in sorted(conj, key=self.cost):
+        for c in order:
             if not cur:
                 break
             cur = self.sets(c, cur, dom, T_).t
+        if key is not None:
+            if len(key) > 2 or self.bound_inputs(pred) == ():
+                if len(self.cross_memo) > 100_000:
+                    self.cross_memo.clear()
+                self.cross_memo[key] = cur
+            else:
+                self.step_memo[key] = cur
         return cur
 
     def sets(
@@ -1011,8 +1133,8 @@ class _Run:
         if not u:
             return _Sets()
         an = self.an
-        deps = an.deps(pred)
-        if self.free not in deps:
+        klass = self.klass(pred)
+        if klass == 0:
             return _classify(self.scalar(pred), u, need)
         sh = an.shape(pred)
         kind = sh[0]
@@ -1041,7 +1163,7 @@ class _Run:
             c = self.sets(sh[1], u, dom, T_ | (need & (F_ | E_)))
             x = self.sets(sh[2], c.t, dom, need)
             return _Sets(t=x.t, f=_union(c.f, x.f), e=_union(c.e, x.e))
-        if self.outer not in deps:
+        if klass == 1:
             t, f, e = self.table(pred, dom).bools()
             return _Sets(
                 t=_meet(u, t, dom) if need & T_ else _EMPTY,
@@ -1055,10 +1177,10 @@ class _Run:
         return self._per_entity(pred, u, need)
 
     def _operand(self, pred: str, dom: frozenset[EntityUID]) -> tuple[str, Any] | None:
-        deps = self.an.deps(pred)
-        if self.free not in deps:
+        klass = self.klass(pred)
+        if klass == 0:
             return ("scalar", self.scalar(pred))
-        if self.outer not in deps and not self.unknown_prone(pred):
+        if klass == 1 and not self.unknown_prone(pred):
             return ("table", self.table(pred, dom))
         return None
 
@@ -1090,18 +1212,17 @@ class _Run:
             return None
         t, ok = got
         t_u = _meet(u, t, dom)
-        ok_u = _meet(u, ok, dom)
         if op == "neq":
-            return _Sets(
-                t=_diff(ok_u, t_u) if need & T_ else _EMPTY,
-                f=t_u,
-                e=_diff(u, ok_u) if need & E_ else _EMPTY,
-            )
-        return _Sets(
+            need = (T_ if need & F_ else 0) | (F_ if need & T_ else 0) | (need & E_)
+        ok_u = _meet(u, ok, dom) if need & (F_ | E_) else _EMPTY
+        out = _Sets(
             t=t_u,
             f=_diff(ok_u, t_u) if need & F_ else _EMPTY,
             e=_diff(u, ok_u) if need & E_ else _EMPTY,
         )
+        if op == "neq":
+            return _Sets(t=out.f, f=out.t, e=out.e)
+        return out
 
     def _per_entity(self, pred: str, u: frozenset[EntityUID] | set[EntityUID], need: int) -> _Sets:
         """The fallback: evaluate the predicate for each entity of the focus."""
@@ -1145,6 +1266,15 @@ class _Run:
         return _Sets(t, f, e)
 
 
+def _vkey(v: Any) -> Any:
+    """A hashable key for an outcome (value, error or unknown)."""
+    if v is ERR:
+        return ERR
+    if isinstance(v, _Unk):
+        return ("unknown", v.t, v.f)
+    return (type(v), value_key(v))
+
+
 _INDEX_OPS = frozenset(
     {
         "eq",
@@ -1181,8 +1311,10 @@ def _meet(
     """``u & s``, skipping the work when ``u`` is the whole domain."""
     if u is dom:
         return s if isinstance(s, frozenset | set) else set(s)
-    if len(u) <= len(s):
-        return {v for v in u if v in s}
+    if s is dom:
+        return u
+    if isinstance(s, frozenset | set):
+        return u & s
     return {v for v in s if v in u}
 
 
@@ -1197,13 +1329,39 @@ def _diff(
 def _index_op(
     qi: QueryIndex, op: str, c: Any, table: _Table, table_left: bool
 ) -> tuple[Any, Any] | None:
+    """:func:`_lookup`, memoised on the table: steps with the same fixed value share it."""
+    try:
+        key = (op, table_left, type(c), value_key(c))
+        hit = table.lookups.get(key, _NO_LOOKUP)
+    except TypeError:  # pragma: no cover - unhashable extension value
+        return _lookup(qi, op, c, table, table_left)
+    if hit is _NO_LOOKUP:
+        hit = _lookup(qi, op, c, table, table_left)
+        if hit is not None:
+            hit = (_frozen(hit[0]), _frozen(hit[1]))
+        if len(table.lookups) > 10_000:
+            table.lookups.clear()
+        table.lookups[key] = hit
+    return hit
+
+
+_NO_LOOKUP: Any = object()
+
+
+def _frozen(s: Any) -> frozenset[EntityUID]:
+    return s if isinstance(s, frozenset) else frozenset(s)
+
+
+def _lookup(
+    qi: QueryIndex, op: str, c: Any, table: _Table, table_left: bool
+) -> tuple[Any, Any] | None:
     """``(true set, no-error set)`` over the table's domain for ``op`` with one side fixed.
 
     ``None`` when this shape has no index (the caller falls back to per-entity evaluation).
     """
     if op in ("eq", "neq"):
         hit = table.eq_index().get((type(c), value_key(c)), _EMPTY)
-        return hit, table.ok.keys()
+        return hit, table.ok_set()
     if op == "in":
         if table_left:  # table(v) in c
             if type(c) is EntityUID:
@@ -1217,7 +1375,7 @@ def _index_op(
             below: set[EntityUID] = set()
             for x in targets:
                 below |= qi.desc_star(x)
-            valid = {v for v, x in table.ok.items() if type(x) is EntityUID}
+            valid = table.entity_set()
             if isinstance(table, _Identity):
                 return frozenset(below) & table.dom, valid
             eq = table.eq_index()
@@ -1245,7 +1403,7 @@ def _index_op(
         hits = set()
         for k in c.keys:
             hits |= keyed.get(k, _EMPTY)
-        return hits, table.ok.keys()
+        return hits, table.ok_set()
     if op == "method:containsAny":
         if type(c) is not SetValue:
             return _EMPTY, _EMPTY
@@ -1284,7 +1442,7 @@ def _index_op(
             sel = ents[bisect_right(values, c) :]
         else:
             sel = ents[bisect_left(values, c) :]
-        return set(sel), table.ok.keys()
+        return frozenset(sel), table.ok_set()
     return None  # pragma: no cover - _INDEX_OPS lists the ops above
 
 
@@ -1598,23 +1756,104 @@ def _check_limit(limit: int | None) -> None:
         raise QueryError(f"limit must be a positive integer or None, not {limit!r}")
 
 
-def _evaluate_step(run: _Run, plans: list[PolicyPlan], outer: EntityUID) -> _Group:
+class _ActionContext:
+    """What every step of one action shares: its policies, their domains, caches."""
+
+    MEMO_LIMIT = 50_000
+
+    def __init__(self, run: _Run, action: EntityUID, n_steps: int) -> None:
+        qi = run.qi
+        self.action = action
+        self.plans = qi.plans_for(action)
+        self.cands = qi.candidates(run.free, action)
+        self.outer_cands = qi.candidates(run.outer, action)
+        self.doms = [qi.domain(self.cands, p.tests[run.free]) for p in self.plans]
+        # policies whose result does not depend on the fixed entity: computed once
+        self.constant: dict[int, frozenset[EntityUID] | set[EntityUID]] = {}
+        self.memo: dict[Any, tuple[Any, Any]] = {}
+        self.always: list[int] | None = None
+        self.by_outer: dict[EntityUID, list[int]] = {}
+        if n_steps > 64 and self.plans:
+            # many steps (the matrix): index the policies by the fixed entities they admit
+            always: list[int] = []
+            for i, plan in enumerate(self.plans):
+                odom = qi.domain(self.outer_cands, plan.tests[run.outer])
+                if odom is self.outer_cands:
+                    always.append(i)
+                    continue
+                for o in odom:
+                    self.by_outer.setdefault(o, []).append(i)
+            self.always = always
+
+    def candidates_for(self, outer: EntityUID, missing: bool) -> tuple[list[int], bool]:
+        """Indices of the policies whose scope may admit ``outer``; and whether their
+        tests on ``outer`` are known to hold already (indexed)."""
+        if self.always is not None and not missing and outer in self.outer_cands:
+            extra = self.by_outer.get(outer)
+            if not extra:
+                return self.always, True
+            return sorted(self.always + extra), True
+        return list(range(len(self.plans))), False
+
+    def combine(
+        self, parts: Sequence[frozenset[EntityUID] | set[EntityUID]]
+    ) -> frozenset[EntityUID] | set[EntityUID]:
+        """The union of ``parts``; equal inputs give the same (shared) set object."""
+        if not parts:
+            return _EMPTY
+        if len(parts) == 1:
+            return parts[0]
+        key = ("u", *(id(p) for p in parts))
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit[0]
+        out = frozenset(_union(*parts))
+        self._remember(key, out, tuple(parts))
+        return out
+
+    def minus(
+        self, a: frozenset[EntityUID] | set[EntityUID], b: frozenset[EntityUID] | set[EntityUID]
+    ) -> frozenset[EntityUID] | set[EntityUID]:
+        if not a or not b:
+            return a
+        key = ("d", id(a), id(b))
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit[0]
+        out = frozenset(a - b)
+        self._remember(key, out, (a, b))
+        return out
+
+    def _remember(self, key: Any, value: Any, refs: Any) -> None:
+        if len(self.memo) >= self.MEMO_LIMIT:
+            self.memo.clear()
+        self.memo[key] = (value, refs)  # refs keep the inputs alive: their ids stay unique
+
+
+def _evaluate_step(run: _Run, ac: _ActionContext, outer: EntityUID) -> _Group:
     """Every policy for one (action, fixed entity), combined by the decision rules."""
     qi = run.qi
     missing = not qi.contains(outer)
     run.begin_outer(outer, missing)
-    action = run.action
-    cands = qi.candidates(run.free, action)
-    forbid_def: set[EntityUID] = set()
+    action = ac.action
+    cands = ac.cands
+    forbid_parts: list[frozenset[EntityUID] | set[EntityUID]] = []
+    forbid_def: frozenset[EntityUID] | set[EntityUID] = _EMPTY
     forbid_maybe: set[EntityUID] = set()
     permits: list[Part] = []
     maybe: list[Maybe] = []
     permit_maybe: set[EntityUID] = set()
     ctx_unknown = not run.context_known
     outer_var = run.outer
-    for plan in plans:
+    forbids_done = False
+    indices, tested = ac.candidates_for(outer, missing)
+    for i in indices:
+        plan = ac.plans[i]
+        if plan.effect == "permit" and not forbids_done:
+            forbids_done = True
+            forbid_def = ac.combine(forbid_parts)
         scope: bool | None = True
-        for op, arg in plan.tests[outer_var]:
+        for op, arg in () if tested else plan.tests[outer_var]:
             got = _test_open(qi.facts, outer, missing, op, arg)
             if got is False:
                 scope = False
@@ -1623,7 +1862,7 @@ def _evaluate_step(run: _Run, plans: list[PolicyPlan], outer: EntityUID) -> _Gro
                 scope = None
         if scope is False:
             continue
-        dom = qi.domain(cands, plan.tests[run.free])
+        dom = ac.doms[i]
         unsure: frozenset[EntityUID] = _EMPTY
         if missing and any(op.startswith("scope_in") for op, _a in plan.tests[run.free]):
             # stored entities below the missing one may be in scope through it
@@ -1633,20 +1872,26 @@ def _evaluate_step(run: _Run, plans: list[PolicyPlan], outer: EntityUID) -> _Gro
                 dom = dom | unsure
         if not dom:
             continue
-        focus: frozenset[EntityUID] | set[EntityUID] = dom
-        if plan.effect == "permit" and forbid_def:
-            focus = dom - forbid_def
-            if not focus:
-                continue
-        t = run.true_set(plan.cond_pred, focus, dom)
-        if not t:
-            continue
         partial = (
             scope is None
             or bool(unsure)
             or missing
             or (ctx_unknown and "context" in plan.cond_deps)
         )
+        constant = not missing and outer_var not in plan.cond_deps
+        if constant and i in ac.constant:
+            t = ac.constant[i]
+        elif constant:
+            t = run.true_set(plan.cond_pred, dom, dom)
+            ac.constant[i] = t
+        else:
+            focus: frozenset[EntityUID] | set[EntityUID] = dom
+            if plan.effect == "permit" and forbid_def and run.bound_inputs(plan.cond_pred) is None:
+                # an expensive (per-entity) condition: skip the entities already denied
+                focus = dom - forbid_def
+            t = run.true_set(plan.cond_pred, focus, dom) if focus else _EMPTY
+        if not t:
+            continue
         definite: frozenset[EntityUID] | set[EntityUID]
         cond: frozenset[EntityUID] | set[EntityUID]
         if not partial:
@@ -1659,7 +1904,7 @@ def _evaluate_step(run: _Run, plans: list[PolicyPlan], outer: EntityUID) -> _Gro
             definite, cond = _diff(t, bad), _meet(t, bad, dom)
         if plan.effect == "forbid":
             if definite:
-                forbid_def |= definite
+                forbid_parts.append(definite)
             if cond:
                 forbid_maybe |= cond
                 maybe.append((plan, cond, scope is None, unsure))
@@ -1669,14 +1914,14 @@ def _evaluate_step(run: _Run, plans: list[PolicyPlan], outer: EntityUID) -> _Gro
             if cond:
                 permit_maybe |= cond
                 maybe.append((plan, cond, scope is None, unsure))
+    if not forbids_done:
+        forbid_def = ac.combine(forbid_parts)
     if not permits and not permit_maybe:
         return _Group(action, outer, _EMPTY, _EMPTY, (), (), missing)
-    if len(permits) == 1:
-        permit_def: frozenset[EntityUID] | set[EntityUID] = permits[0][1]
-    else:
-        permit_def = _union(*(s for _p, s in permits))
-    blocked = _union(forbid_def, forbid_maybe)
-    allowed = _diff(permit_def, blocked) if blocked else permit_def
+    permit_def = ac.combine([s for _p, s in permits])
+    allowed = ac.minus(permit_def, forbid_def)
+    if forbid_maybe:
+        allowed = _diff(allowed, forbid_maybe)
     conditional: frozenset[EntityUID] | set[EntityUID] = _EMPTY
     if permit_maybe or forbid_maybe:
         candidates_ = _union(permit_def, permit_maybe)
@@ -1714,14 +1959,14 @@ def _run_steps(
         if step + len(outers) <= start_step:
             step += len(outers)
             continue
-        plans = run.qi.plans_for(action)
-        policies_seen.update(p.policy_id for p in plans)
         run.begin_action(action)
+        ac = _ActionContext(run, action, len(outers))
+        policies_seen.update(p.policy_id for p in ac.plans)
         for outer in outers:
             if step < start_step:
                 step += 1
                 continue
-            g = _evaluate_step(run, plans, outer) if plans else None
+            g = _evaluate_step(run, ac, outer) if ac.plans else None
             if progress is not None and step % 64 == 0:
                 progress(step, total_steps)
             begin = offset if step == start_step else 0
