@@ -32,7 +32,8 @@ def test_specialised_and_generic_agree_on_corpus(corpus_dir: Path) -> None:
         policies = parse_policies((corpus_dir / spec["policies"]).read_text())
         program = lower_policies((f"policy{i}", p) for i, p in enumerate(policies))
         fast = CompiledBackend(program)
-        plain = CompiledBackend(program, specialize=False)
+        closures = CompiledBackend(program, mode="closures")
+        plain = CompiledBackend(program, mode="generic")
         facts = EntityFacts(parse_entities((corpus_dir / spec["entities"]).read_text(), schema))
         for req in spec["requests"]:
             action = parse_entity_uid_json(req["action"])
@@ -44,6 +45,7 @@ def test_specialised_and_generic_agree_on_corpus(corpus_dir: Path) -> None:
             )
             got = _outcome(fast, request, facts)
             assert got == _outcome(plain, request, facts), f.name
+            assert got == _outcome(closures, request, facts), f.name
             assert got == (
                 req["decision"] == "allow",
                 tuple(sorted(req["reason"], key=lambda s: int(s[6:]))),
@@ -60,12 +62,12 @@ permit(principal == U::"root", action, resource);
 """
 
 
-@pytest.mark.parametrize("specialize", [True, False])
-def test_three_valued_conditions(specialize: bool) -> None:
+@pytest.mark.parametrize("mode", CompiledBackend.MODES)
+def test_three_valued_conditions(mode: str) -> None:
     from polang.language.entities import Entity
 
     program = lower_policies((f"policy{i}", p) for i, p in enumerate(parse_policies(POLICIES)))
-    backend = CompiledBackend(program, specialize=specialize)
+    backend = CompiledBackend(program, mode=mode)
     u = EntityUID("U", "u")
     root = EntityUID("U", "root")
     doc = EntityUID("D", "d")
@@ -84,8 +86,6 @@ def test_three_valued_conditions(specialize: bool) -> None:
     program = lower_policies(
         [("p", parse_policies("permit(principal,action,resource) when { 1 };")[0])]
     )
-    d = CompiledBackend(program, specialize=specialize).decide(
-        Request(u, act, doc, RecordValue()), facts
-    )
+    d = CompiledBackend(program, mode=mode).decide(Request(u, act, doc, RecordValue()), facts)
     assert (d.allow, [p for p, _ in d.errors]) == (False, ["p"])
     assert "Bool" in d.errors[0][1].message

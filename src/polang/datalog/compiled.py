@@ -433,13 +433,25 @@ class CompiledBackend:
 
     name = "compiled"
 
-    def __init__(self, program: Program, *, specialize: bool = True) -> None:
-        """``specialize=False`` runs every rule group through the generic interpreter
-        (tests use it to check the specialised closures against the plain rules)."""
+    MODES = ("codegen", "closures", "generic")
+
+    def __init__(self, program: Program, *, mode: str = "codegen") -> None:
+        """``mode``: ``codegen`` (conditions as generated Python functions), ``closures``
+        (one closure per expression node) or ``generic`` (every rule group interpreted).
+        All three run the same rules; tests check that they agree."""
+        if mode not in self.MODES:
+            raise ValueError(f"unknown mode {mode!r}; one of {self.MODES}")
         self.program = program
-        comp = Compiler(program, specialize=specialize)
+        comp = Compiler(program, specialize=mode != "generic")
+        if mode == "codegen":
+            from polang.datalog.pycode import generate
+
+            def cond(pred: str) -> Fn:
+                return generate(comp, pred)
+        else:
+            cond = comp.fn
         self.policies: list[CompiledPolicy] = [
-            CompiledPolicy(info, comp.scope(info.scope_pred), comp.fn(info.cond_pred))
+            CompiledPolicy(info, comp.scope(info.scope_pred), cond(info.cond_pred))
             for info in program.policies.values()
         ]
         self.decision_rules: list[Rule] = [

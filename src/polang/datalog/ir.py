@@ -39,7 +39,7 @@ class Const:
 
     def __str__(self) -> str:
         v = self.value
-        if isinstance(v, tuple):
+        if type(v) is tuple:
             return "(" + ", ".join(_const_str(x) for x in v) + ")"
         return _const_str(v)
 

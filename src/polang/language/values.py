@@ -18,6 +18,7 @@ never built from raw ``frozenset``/``dict`` equality.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from operator import itemgetter
 from typing import Any
 
 from polang.errors import EvaluationError
@@ -26,38 +27,32 @@ LONG_MIN = -(2**63)
 LONG_MAX = 2**63 - 1
 
 
-class EntityUID:
-    """An entity reference ``Type::"id"``; ``type`` is the full name (``NS::Type``)."""
+class EntityUID(tuple[str, str]):
+    """An entity reference ``Type::"id"``; ``type`` is the full name (``NS::Type``).
 
-    __slots__ = ("_hash", "id", "type")
+    A tuple underneath so that hashing and equality run in C: entity uids are compared
+    and looked up on every scope check and attribute read. (It follows that a uid equals
+    the plain tuple ``(type, id)``; the language never puts plain tuples in values.)
+    """
 
-    def __init__(self, type: str, id: str) -> None:
-        self.type = type
-        self.id = id
-        self._hash = hash((type, id))
+    __slots__ = ()
 
-    def __eq__(self, other: object) -> bool:
-        return (
-            type(other) is EntityUID
-            and self._hash == other._hash
-            and self.id == other.id
-            and self.type == other.type
-        )
+    def __new__(cls, type: str, id: str) -> EntityUID:
+        return tuple.__new__(cls, (type, id))
 
-    def __hash__(self) -> int:
-        return self._hash
+    type = property(itemgetter(0), doc="The entity type's full name.")
+    id = property(itemgetter(1), doc="The entity id.")
+
+    def __getnewargs__(self) -> tuple[str, str]:
+        return (self[0], self[1])
 
     def __repr__(self) -> str:
-        return f"{self.type}::{quote_string(self.id)}"
+        return f"{self[0]}::{quote_string(self[1])}"
 
     __str__ = __repr__
 
     def to_json(self) -> dict[str, str]:
-        return {"type": self.type, "id": self.id}
-
-    def __lt__(self, other: EntityUID) -> bool:
-        """Sorting only (stable output); the language has no order on entities."""
-        return (self.type, self.id) < (other.type, other.id)
+        return {"type": self[0], "id": self[1]}
 
 
 class _BoolKey:

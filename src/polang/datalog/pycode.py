@@ -1,0 +1,133 @@
+"""Generate Python source for a policy's condition from its value-predicate rules.
+
+The closures of :mod:`polang.datalog.compiled` cost one Python call per expression node.
+Here the same rule-group forms (:func:`~polang.datalog.compiled.classify`) are written out
+as straight-line Python with local temporaries, one function per policy, so a condition
+runs as one call. Groups of any other form, and subtrees nested too deeply for Python's
+parser, call the compiled closure of that predicate instead: every Program still runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from polang.datalog.builtins import builtin
+from polang.errors import EvaluationError
+from polang.language.values import type_name
+
+MAX_DEPTH = 40  # nesting of generated blocks; deeper subtrees fall back to closures
+
+Fn = Callable[..., Any]
+
+
+def bool_error(v: Any) -> EvaluationError:
+    return EvaluationError("type", f"type error: expected Bool, got {type_name(v)}")
+
+
+def no_principal() -> EvaluationError:
+    return EvaluationError("request", "the request has no principal")
+
+
+class _Writer:
+    def __init__(self, compiler: Any) -> None:
+        self.compiler = compiler
+        self.lines: list[str] = []
+        self.env: dict[str, Any] = {"BE": bool_error, "NP": no_principal}
+        self.names: dict[int, str] = {}
+        self.temps = 0
+
+    def name_of(self, obj: Any, prefix: str) -> str:
+        """A global name for a constant, builtin or fallback function (shared by identity)."""
+        key = id(obj)
+        n = self.names.get(key)
+        if n is None:
+            n = f"{prefix}{len(self.env)}"
+            self.env[n] = obj
+            self.names[key] = n
+        return n
+
+    def temp(self) -> str:
+        self.temps += 1
+        return f"t{self.temps}"
+
+    def line(self, depth: int, text: str) -> None:
+        self.lines.append("    " * depth + text)
+
+    def emit(self, pred: str, target: str, depth: int) -> None:
+        from polang.datalog.compiled import REQUEST_VARS, classify
+
+        if pred in REQUEST_VARS:
+            self.line(depth, f"{target} = r.{pred}")
+            if pred == "principal":
+                self.line(depth, f"if {target} is None: raise NP()")
+            return
+        if depth > MAX_DEPTH:
+            self.line(depth, f"{target} = {self.name_of(self.compiler.fn(pred), 'F')}(r, fx)")
+            return
+        shape = classify(self.compiler.groups.get(pred, []))
+        kind, preds = shape.kind, shape.preds
+        if kind == "const":
+            v = shape.value
+            literal = repr(v) if type(v) in (bool, int, str) else self.name_of(v, "K")
+            self.line(depth, f"{target} = {literal}")
+        elif kind == "alias":
+            self.emit(preds[0], target, depth)
+        elif kind == "call":
+            args = []
+            for p in preds:
+                t = self.temp()
+                self.emit(p, t, depth)
+                args.append(t)
+            for c in shape.consts:
+                args.append(repr(c) if type(c) in (bool, int, str) else self.name_of(c, "K"))
+            op = self.name_of(builtin(shape.op), "O")
+            self.line(depth, f"{target} = {op}(fx, {', '.join(args)})")
+        elif kind == "not":
+            a = self.temp()
+            self.emit(preds[0], a, depth)
+            self.line(depth, f"if {a} is True: {target} = False")
+            self.line(depth, f"elif {a} is False: {target} = True")
+            self.line(depth, f"else: raise BE({a})")
+        elif kind in ("and", "or"):
+            short, other = ("False", "True") if kind == "and" else ("True", "False")
+            a = self.temp()
+            self.emit(preds[0], a, depth)
+            self.line(depth, f"if {a} is {short}: {target} = {short}")
+            self.line(depth, f"elif {a} is {other}:")
+            b = self.temp()
+            self.emit(preds[1], b, depth + 1)
+            self.line(depth + 1, f"if {b} is True or {b} is False: {target} = {b}")
+            self.line(depth + 1, f"else: raise BE({b})")
+            self.line(depth, f"else: raise BE({a})")
+        elif kind == "if":
+            c = self.temp()
+            self.emit(preds[0], c, depth)
+            self.line(depth, f"if {c} is True:")
+            self.emit(preds[1], target, depth + 1)
+            self.line(depth, f"elif {c} is False:")
+            self.emit(preds[2], target, depth + 1)
+            self.line(depth, f"else: raise BE({c})")
+        elif kind == "and_then":
+            c = self.temp()
+            self.emit(preds[0], c, depth)
+            self.line(depth, f"if {c} is False: {target} = False")
+            self.line(depth, f"elif {c} is True:")
+            self.emit(preds[1], target, depth + 1)
+            self.line(depth, f"else: raise BE({c})")
+        else:
+            self.line(depth, f"{target} = {self.name_of(self.compiler.fn(pred), 'F')}(r, fx)")
+
+
+def generate(compiler: Any, pred: str, name: str = "cond") -> Fn:
+    """One Python function ``f(request, facts)`` computing value predicate ``pred``."""
+    w = _Writer(compiler)
+    w.line(0, f"def {name}(r, fx):")
+    w.emit(pred, "v", 1)
+    w.line(1, "return v")
+    src = "\n".join(w.lines)
+    env = dict(w.env)
+    exec(compile(src, f"<polang {pred}>", "exec"), env)
+    fn: Fn = env[name]
+    fn.__doc__ = src  # inspectable: `polang` developers can print it
+    return fn
