@@ -307,6 +307,10 @@ def _make_resolver(
     return resolve
 
 
+def _bool_error(v: Any) -> EvaluationError:
+    return EvaluationError("type", f"type error: expected Bool, got {type_name(v)}")
+
+
 def _unregister(keys: list[str]) -> None:
     for k in keys:
         pyEngine.Python_resolvers.pop(k, None)
@@ -329,15 +333,7 @@ class PyDatalogBackend:
         ]
         self._policy_tokens = {pid: token(pid) for pid in program.policies}
         self._tokens.extend(self._policy_tokens.values())
-        self._uses_principal = {
-            pid: any(
-                isinstance(lit, Atom) and lit.pred == "principal"
-                for r in program.rules
-                if r.policy_id == pid
-                for lit in r.body
-            )
-            for pid in program.policies
-        }
+        self._groups = program.by_head()
         weakref.finalize(self, _unregister, list(self._resolver_keys))
 
     # -- translation -------------------------------------------------------------------------
@@ -446,15 +442,45 @@ class PyDatalogBackend:
         return [row[1] for row in self.ask("cond", pid, None)]
 
     def _error_of(self, st: _ThreadState, pid: str, request: Request) -> EvaluationError:
+        """Why ``pid`` errored: a builtin's error, else the mismatch the atoms show."""
         recorded = st.errors.get(pid)
         if recorded is not None:
             return recorded
         for v in self._cond_values(pid):
             if type(v) is not bool:
-                return EvaluationError("type", f"type error: expected Bool, got {type_name(v)}")
-        if request.principal is None and self._uses_principal[pid]:
+                return _bool_error(v)
+        info = self.program.policies.get(pid)
+        found = self._diagnose(info.cond_pred, set()) if info is not None else None
+        return found or EvaluationError("type", "the condition did not evaluate to a Bool")
+
+    def _diagnose(self, pred: str, seen: set[str]) -> EvaluationError | None:
+        """The error of a value predicate that derived nothing, read off the derived atoms.
+
+        Only reached when no builtin raised: the cause is an operand of the wrong type for
+        a boolean rule (``!1``, ``if "a" then ...``) or a missing request variable. Rules
+        and body literals are visited in order, descending into the first operand without
+        a value, which is the order in which the language evaluates them.
+        """
+        if pred in seen:
+            return None
+        seen.add(pred)
+        if pred == "principal":
             return EvaluationError("request", "the request has no principal")
-        return EvaluationError("type", "type error: an operand did not evaluate to a Bool")
+        mismatch: list[Any] = []
+        for rule in self._groups.get(pred, ()):
+            for lit in rule.body:
+                if not isinstance(lit, Atom) or lit.negated or len(lit.args) != 1:
+                    continue  # builtins raised nothing (no error was recorded)
+                values = [row[0] for row in self.ask(lit.pred, None)]
+                if not values:
+                    return self._diagnose(lit.pred, seen)
+                arg = lit.args[0]
+                if isinstance(arg, Const) and not any(
+                    type(v) is type(arg.value) and v == arg.value for v in values
+                ):
+                    mismatch.extend(v for v in values if type(v) is not type(arg.value))
+                    break
+        return _bool_error(mismatch[0]) if mismatch else None
 
     def _outcomes(self, errors: dict[str, EvaluationError]) -> list[PolicyOutcome]:
         out: list[PolicyOutcome] = []
