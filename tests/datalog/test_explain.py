@@ -289,3 +289,63 @@ def test_explanation_of_sets_and_records_is_json_ready() -> None:
     json.dumps(e.to_dict())
     hier = [r for r in e.policy("s").derivation.all_reads() if r.kind == "hierarchy"]
     assert hier[0].text == 'User::"alice"'
+
+
+# ---------------------------------------------------------------- the CLI commands
+
+
+def run_cli(argv: list[str]) -> int:
+    import argparse
+
+    from polang.datalog.explain_cli import add_cli_commands
+
+    parser = argparse.ArgumentParser(prog="polang")
+    add_cli_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+@pytest.fixture
+def files(tmp_path: object) -> dict[str, str]:
+    from pathlib import Path
+
+    from polang.language.entities import entity_to_json
+
+    root = Path(str(tmp_path))
+    (root / "p.polang").write_text(POLICIES)
+    (root / "e.json").write_text(json.dumps([entity_to_json(e) for e in ENTITIES]))
+    return {"policies": str(root / "p.polang"), "entities": str(root / "e.json")}
+
+
+def test_cli_explain_prints_a_tree_and_exits_by_decision(
+    files: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["--policies", files["policies"], "--entities", files["entities"]]
+    req = ["--action", 'Action::"view"', "--resource", 'Doc::"d"']
+    rc = run_cli(
+        ["explain", *base, "--principal", 'User::"alice"', *req, "--context", '{"mfa": true}']
+    )
+    out = capsys.readouterr().out
+    assert rc == 0 and "ALLOW" in out and 'User::"alice" in Team::"t"' in out
+    rc = run_cli(["explain", *base, "--principal", 'User::"bob"', *req, "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 1 and data["applied_forbids"] == ["interns"]
+
+
+def test_cli_explain_rejects_a_malformed_entity_reference(files: dict[str, str]) -> None:
+    from polang.errors import RequestError
+
+    with pytest.raises(RequestError, match="--principal 'alice'"):
+        run_cli(
+            [
+                "explain",
+                "--policies",
+                files["policies"],
+                "--principal",
+                "alice",
+                "--action",
+                'Action::"view"',
+                "--resource",
+                'Doc::"d"',
+            ]
+        )

@@ -498,3 +498,67 @@ def test_result_to_dict_is_json_ready() -> None:
     json.dumps(d)
     assert d["kind"] == "matrix" and d["count"] == len(r) <= 5
     assert set(d["stats"]) >= {"elapsed_s", "steps", "policies"}
+
+
+# ---------------------------------------------------------------- the CLI commands
+
+
+def test_cli_queries_in_every_format(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+    import csv
+    import io
+    import json
+    from pathlib import Path
+
+    from polang.datalog.explain_cli import add_cli_commands
+    from polang.language.entities import entity_to_json
+
+    case = make_case(2)
+    root = Path(str(tmp_path))
+    text = random_policies(random.Random(2), 12)
+    (root / "p.polang").write_text(text)
+    (root / "e.json").write_text(json.dumps([entity_to_json(e) for e in case.facts.entities]))
+    base = ["--policies", str(root / "p.polang"), "--entities", str(root / "e.json")]
+    ctx = {"mfa": True, "level": 3}
+
+    def run(*argv: str) -> str:
+        parser = argparse.ArgumentParser(prog="polang")
+        add_cli_commands(parser.add_subparsers(dest="command", required=True))
+        args = parser.parse_args(list(argv))
+        assert args.func(args) == 0
+        return capsys.readouterr().out
+
+    expected = brute_force(case, RecordValue(ctx))
+    rows = list(
+        csv.DictReader(
+            io.StringIO(run("matrix", *base, "--context", json.dumps(ctx), "--format", "csv"))
+        )
+    )
+    assert {(r["principal"], r["action"], r["resource"]) for r in rows} == {
+        (str(p), str(a), str(r)) for p, a, r in expected
+    }
+    data = json.loads(run("matrix", *base, "--format", "json", "--limit", "3"))
+    assert data["count"] <= 3 and "next_cursor" in data and data["kind"] == "matrix"
+    if data["next_cursor"]:
+        more = json.loads(run("matrix", *base, "--format", "json", "--cursor", data["next_cursor"]))
+        assert more["entries"][0] != data["entries"][0]
+    doc = 'Doc::"d1"'
+    who = json.loads(
+        run(
+            "who-can",
+            *base,
+            "--action",
+            'Action::"view"',
+            "--resource",
+            doc,
+            "--context",
+            json.dumps(ctx),
+            "--format",
+            "json",
+        )
+    )
+    assert {e["principal"]["id"] for e in who["entries"]} == {
+        p.id for p, a, r in expected if a == VIEW and r == U("Doc", "d1")
+    }
+    table = run("what-can", *base, "--principal", 'User::"u1"')
+    assert "entr" in table

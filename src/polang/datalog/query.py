@@ -418,6 +418,10 @@ class QueryIndex:
             for a in self.facts.ancestors_of(uid):
                 desc.setdefault(a, set()).add(uid)
         self.by_type = {t: frozenset(s) for t, s in by_type.items()}
+        # sort keys: entities in EntityUID order, as ints (sorting by them is C-fast)
+        self.rank: dict[EntityUID, int] = {
+            u: i for i, u in enumerate(sorted(e.uid for e in self.facts.entities))
+        }
         self._desc = desc
         self._desc_star: dict[EntityUID, frozenset[EntityUID]] = {}
         self.actions = self._actions()
@@ -1501,27 +1505,39 @@ and the free entities whose scope part is unknown."""
 
 @dataclass(slots=True)
 class _Group:
-    """The answer of one step: the free entities allowed / conditional for (action, outer)."""
+    """The answer of one step: the free entities allowed / conditional for (action, outer).
+
+    The allowed set is not stored: it is ``union(permit parts) - blocked``, rebuilt when
+    read. The parts are mostly sets shared by many steps (a scope's domain, a table's
+    true set, a memoised join), so a whole matrix costs little more than its parts.
+    """
 
     action: EntityUID
     outer: EntityUID
-    allowed: frozenset[EntityUID] | set[EntityUID]
-    conditional: frozenset[EntityUID] | set[EntityUID]
     permits: tuple[Part, ...]
+    blocked: frozenset[EntityUID] | set[EntityUID]
+    conditional: frozenset[EntityUID] | set[EntityUID]
     maybe: tuple[Maybe, ...]
     outer_missing: bool
-    _order: list[EntityUID] | None = None
+    count: int = 0
+
+    def allowed(self) -> frozenset[EntityUID] | set[EntityUID]:
+        permits = self.permits
+        if not permits:
+            return _EMPTY
+        u = permits[0][1] if len(permits) == 1 else _union(*(s for _p, s in permits))
+        return u - self.blocked if self.blocked else u
 
     def __len__(self) -> int:
-        return len(self.allowed) + len(self.conditional)
+        return self.count
 
-    def order(self) -> list[EntityUID]:
-        if self._order is None:
-            if self.conditional:
-                self._order = sorted(set(self.allowed) | set(self.conditional))
-            else:
-                self._order = sorted(self.allowed)
-        return self._order
+    def order(self, rank: Mapping[EntityUID, int]) -> list[EntityUID]:
+        allowed = self.allowed()
+        items = set(allowed) | set(self.conditional) if self.conditional else allowed
+        try:
+            return sorted(items, key=rank.__getitem__)
+        except KeyError:  # an entity the store does not hold
+            return sorted(items)
 
 
 @dataclass(slots=True)
@@ -1613,7 +1629,7 @@ class QueryResult:
                     if e.decision == "allow":
                         yield e.triple
                 continue
-            for v in g.order()[start:stop]:
+            for v in g.order(self._run.qi.rank)[start:stop]:
                 yield (v, g.action, g.outer) if free == "principal" else (g.outer, g.action, v)
 
     @property
@@ -1650,10 +1666,11 @@ class QueryResult:
 
 def _entries(run: _Run, g: _Group, start: int, stop: int) -> Iterator[AccessEntry]:
     free = run.free
-    for v in g.order()[start:stop]:
+    allowed = g.allowed()
+    for v in g.order(run.qi.rank)[start:stop]:
         p, r = (v, g.outer) if free == "principal" else (g.outer, v)
         reasons = tuple(plan.policy_id for plan, s in g.permits if v in s)
-        if v in g.allowed:
+        if v in allowed:
             yield AccessEntry(p, g.action, r, "allow", reasons)
             continue
         residuals = tuple(
@@ -1759,7 +1776,7 @@ def _check_limit(limit: int | None) -> None:
 class _ActionContext:
     """What every step of one action shares: its policies, their domains, caches."""
 
-    MEMO_LIMIT = 50_000
+    MEMO_LIMIT = 20_000
 
     def __init__(self, run: _Run, action: EntityUID, n_steps: int) -> None:
         qi = run.qi
@@ -1768,6 +1785,10 @@ class _ActionContext:
         self.cands = qi.candidates(run.free, action)
         self.outer_cands = qi.candidates(run.outer, action)
         self.doms = [qi.domain(self.cands, p.tests[run.free]) for p in self.plans]
+        # policies with the same condition over the same domain share one evaluation
+        self.keys = [
+            (run.an.canon(p.cond_pred), id(d)) for p, d in zip(self.plans, self.doms, strict=True)
+        ]
         # policies whose result does not depend on the fixed entity: computed once
         self.constant: dict[int, frozenset[EntityUID] | set[EntityUID]] = {}
         self.memo: dict[Any, tuple[Any, Any]] = {}
@@ -1811,18 +1832,22 @@ class _ActionContext:
         self._remember(key, out, tuple(parts))
         return out
 
-    def minus(
-        self, a: frozenset[EntityUID] | set[EntityUID], b: frozenset[EntityUID] | set[EntityUID]
-    ) -> frozenset[EntityUID] | set[EntityUID]:
-        if not a or not b:
-            return a
-        key = ("d", id(a), id(b))
+    def count_allowed(
+        self,
+        parts: Sequence[frozenset[EntityUID] | set[EntityUID]],
+        blocked: frozenset[EntityUID] | set[EntityUID],
+    ) -> int:
+        """``len(union(parts) - blocked)``; the union is built and dropped (never kept)."""
+        if len(parts) == 1 and not blocked:
+            return len(parts[0])
+        key = ("n", id(blocked), *(id(p) for p in parts))
         hit = self.memo.get(key)
         if hit is not None:
             return hit[0]
-        out = frozenset(a - b)
-        self._remember(key, out, (a, b))
-        return out
+        u = parts[0] if len(parts) == 1 else _union(*parts)
+        n = len(u - blocked) if blocked else len(u)
+        self._remember(key, n, (blocked, *parts))
+        return n
 
     def _remember(self, key: Any, value: Any, refs: Any) -> None:
         if len(self.memo) >= self.MEMO_LIMIT:
@@ -1847,6 +1872,7 @@ def _evaluate_step(run: _Run, ac: _ActionContext, outer: EntityUID) -> _Group:
     outer_var = run.outer
     forbids_done = False
     indices, tested = ac.candidates_for(outer, missing)
+    shared: dict[Any, frozenset[EntityUID] | set[EntityUID]] = {}
     for i in indices:
         plan = ac.plans[i]
         if plan.effect == "permit" and not forbids_done:
@@ -1884,6 +1910,10 @@ def _evaluate_step(run: _Run, ac: _ActionContext, outer: EntityUID) -> _Group:
         elif constant:
             t = run.true_set(plan.cond_pred, dom, dom)
             ac.constant[i] = t
+        elif not unsure and ac.keys[i] in shared:
+            t = shared[ac.keys[i]]
+        elif not unsure and run.bound_inputs(plan.cond_pred) is not None:
+            t = shared[ac.keys[i]] = run.true_set(plan.cond_pred, dom, dom)
         else:
             focus: frozenset[EntityUID] | set[EntityUID] = dom
             if plan.effect == "permit" and forbid_def and run.bound_inputs(plan.cond_pred) is None:
@@ -1917,16 +1947,18 @@ def _evaluate_step(run: _Run, ac: _ActionContext, outer: EntityUID) -> _Group:
     if not forbids_done:
         forbid_def = ac.combine(forbid_parts)
     if not permits and not permit_maybe:
-        return _Group(action, outer, _EMPTY, _EMPTY, (), (), missing)
-    permit_def = ac.combine([s for _p, s in permits])
-    allowed = ac.minus(permit_def, forbid_def)
-    if forbid_maybe:
-        allowed = _diff(allowed, forbid_maybe)
+        return _Group(action, outer, (), _EMPTY, _EMPTY, (), missing)
+    blocked = _union(forbid_def, forbid_maybe) if forbid_maybe else forbid_def
     conditional: frozenset[EntityUID] | set[EntityUID] = _EMPTY
+    g = _Group(action, outer, tuple(permits), blocked, conditional, tuple(maybe), missing)
     if permit_maybe or forbid_maybe:
-        candidates_ = _union(permit_def, permit_maybe)
-        conditional = _diff(_diff(candidates_, forbid_def), allowed)
-    return _Group(action, outer, allowed, conditional, tuple(permits), tuple(maybe), missing)
+        allowed = g.allowed()
+        permit_def = _union(*(s for _p, s in permits))
+        g.conditional = _diff(_diff(_union(permit_def, permit_maybe), forbid_def), allowed)
+        g.count = len(allowed) + len(g.conditional)
+    else:
+        g.count = ac.count_allowed([s for _p, s in permits], blocked)
+    return g
 
 
 def _run_steps(
