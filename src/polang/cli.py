@@ -108,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
 _COMMAND_MODULES: tuple[str, ...] = (
     "polang.store.cli",
     "polang.engine_cli",
+    "polang.datalog.explain_cli",
 )
 
 

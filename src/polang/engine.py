@@ -14,14 +14,16 @@ from __future__ import annotations
 import ssl
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from polang.config import Config
 from polang.datalog.authorizer import Authorizer, Decision
+from polang.datalog.explain import Explanation, explain
 from polang.datalog.facts import EntityFacts, Request
+from polang.datalog.query import QueryResult, access_matrix, what_can, who_can
 from polang.errors import (
     EntityError,
     PolangError,
@@ -42,7 +44,7 @@ from polang.language.values import EntityUID, RecordValue
 from polang.logs import Logger, LogSettings, uuid7
 from polang.store.model import PolicyStore, TrustedIssuerConfig
 from polang.store.source import PolicyStoreSource, load_policy_store_archive_bytes
-from polang.tokens.model import DroppedToken, TokenInput
+from polang.tokens.model import DroppedToken, ProcessedTokens, TokenInput
 from polang.tokens.processor import TokenProcessor
 from polang.tokens.settings import IssuerSettings, TokenSettings
 
@@ -334,6 +336,59 @@ class Engine:
 
     # -- decisions ------------------------------------------------------------------------
 
+    def _unsigned_request(
+        self,
+        snap: _Snapshot,
+        action: str | EntityUID,
+        resource: Mapping[str, Any] | Entity | EntityUID,
+        context: Mapping[str, Any] | RecordValue | None,
+        principal: Mapping[str, Any] | Entity | EntityUID | None,
+    ) -> tuple[Request, EntityFacts]:
+        schema = snap.store.schema
+        act = self._action(action)
+        res = self._entity(resource, "resource", schema)
+        request_entities = [res]
+        prin: Entity | None = None
+        if principal is not None:
+            prin = self._entity(principal, "principal", schema)
+            request_entities.append(prin)
+        ctx = self._context(context, act, schema)
+        puid = prin.uid if prin else None
+        self._check_request(puid, act, res.uid, ctx, schema)
+        return Request(puid, act, res.uid, ctx), snap.facts.with_entities(request_entities)
+
+    def _token_request(
+        self,
+        snap: _Snapshot,
+        tokens: Sequence[TokenInput | Mapping[str, Any]],
+        action: str | EntityUID,
+        resource: Mapping[str, Any] | Entity | EntityUID,
+        context: Mapping[str, Any] | RecordValue | None,
+    ) -> tuple[Request, EntityFacts, ProcessedTokens]:
+        schema = snap.store.schema
+        if snap.multi_issuer_problems:
+            raise ValidationError(
+                "the schema lacks the multi-issuer token structure: "
+                + "; ".join(snap.multi_issuer_problems),
+                list(snap.multi_issuer_problems),
+            )
+        if isinstance(tokens, str | bytes) or not isinstance(tokens, Sequence):
+            raise TokenError("tokens: expected a list of TokenInput(mapping, payload)")
+        act = self._action(action)
+        if isinstance(context, Mapping | RecordValue) and "tokens" in context:
+            raise RequestError(
+                "context: the key 'tokens' is reserved for validated tokens (context.tokens)"
+            )
+        res = self._entity(resource, "resource", schema)
+        processed = snap.tokens.process(tokens)
+        processed.require_any()
+        ctx = self._context(context, act, schema)
+        self._check_request(None, act, res.uid, ctx, schema)
+        fields = dict(ctx.fields)
+        fields["tokens"] = processed.context_tokens
+        request = Request(None, act, res.uid, RecordValue(fields))
+        return request, snap.facts.with_entities([*processed.entities, res]), processed
+
     def authorize_unsigned(
         self,
         action: str | EntityUID,
@@ -344,22 +399,10 @@ class Engine:
         """Decide with caller-supplied entities; the principal (any type) is optional."""
         started = time.perf_counter()
         snap = self._snap
-        schema = snap.store.schema
-        act = self._action(action)
-        res = self._entity(resource, "resource", schema)
-        request_entities = [res]
-        prin: Entity | None = None
-        if principal is not None:
-            prin = self._entity(principal, "principal", schema)
-            request_entities.append(prin)
-        ctx = self._context(context, act, schema)
-        self._check_request(prin.uid if prin else None, act, res.uid, ctx, schema)
-        facts = snap.facts.with_entities(request_entities)
-        decision = snap.authorizer.backend.decide(
-            Request(prin.uid if prin else None, act, res.uid, ctx), facts
-        )
+        request, facts = self._unsigned_request(snap, action, resource, context, principal)
+        raw = snap.authorizer.backend.decide(request, facts)
         return self._result(
-            snap, started, decision_of(decision), act, res.uid, prin.uid if prin else None
+            snap, started, decision_of(raw), request.action, request.resource, request.principal
         )
 
     def authorize_multi_issuer(
@@ -372,44 +415,159 @@ class Engine:
         """Decide with entities built from JWTs of the trusted issuers (no principal)."""
         started = time.perf_counter()
         snap = self._snap
-        schema = snap.store.schema
-        if snap.multi_issuer_problems:
-            raise ValidationError(
-                "the schema lacks the multi-issuer token structure: "
-                + "; ".join(snap.multi_issuer_problems),
-                list(snap.multi_issuer_problems),
-            )
-        if isinstance(tokens, str | bytes) or not isinstance(tokens, Sequence):
-            raise TokenError("tokens: expected a list of TokenInput(mapping, payload)")
-        act = self._action(action)
-        if isinstance(context, Mapping) and "tokens" in context:
-            raise RequestError(
-                "context: the key 'tokens' is reserved for validated tokens (context.tokens)"
-            )
-        if isinstance(context, RecordValue) and "tokens" in context:
-            raise RequestError(
-                "context: the key 'tokens' is reserved for validated tokens (context.tokens)"
-            )
-        res = self._entity(resource, "resource", schema)
-        processed = snap.tokens.process(tokens)
-        processed.require_any()
-        ctx = self._context(context, act, schema)
-        self._check_request(None, act, res.uid, ctx, schema)
-        fields = dict(ctx.fields)
-        fields["tokens"] = processed.context_tokens
-        ctx = RecordValue(fields)
-        facts = snap.facts.with_entities([*processed.entities, res])
-        raw = snap.authorizer.backend.decide(Request(None, act, res.uid, ctx), facts)
+        request, facts, processed = self._token_request(snap, tokens, action, resource, context)
+        raw = snap.authorizer.backend.decide(request, facts)
         token_ids = {f"{t.mapping}#{t.index}": {t.claim: t.value} for t in processed.log_ids}
         return self._result(
             snap,
             started,
             decision_of(raw),
-            act,
-            res.uid,
+            request.action,
+            request.resource,
             None,
             dropped=processed.dropped,
             token_ids=token_ids,
+        )
+
+    # -- explanations and queries -----------------------------------------------------------
+
+    def explain(
+        self,
+        action: str | EntityUID,
+        resource: Mapping[str, Any] | Entity | EntityUID,
+        context: Mapping[str, Any] | RecordValue | None = None,
+        principal: Mapping[str, Any] | Entity | EntityUID | None = None,
+        *,
+        tokens: Sequence[TokenInput | Mapping[str, Any]] | None = None,
+    ) -> Explanation:
+        """The decision with its derivation: why each policy applied, or did not.
+
+        Same inputs as ``authorize_unsigned``; with ``tokens`` the request is built as
+        ``authorize_multi_issuer`` builds it (then ``principal`` must be ``None``).
+        """
+        snap = self._snap
+        if tokens is not None:
+            if principal is not None:
+                raise RequestError("explain: give a principal or tokens, not both")
+            request, facts, _ = self._token_request(snap, tokens, action, resource, context)
+        else:
+            request, facts = self._unsigned_request(snap, action, resource, context, principal)
+        return explain(
+            snap.authorizer,
+            request.principal,
+            request.action,
+            request.resource,
+            request.context,
+            facts,
+        )
+
+    def _uid(self, value: str | EntityUID | Mapping[str, Any] | Entity, what: str) -> EntityUID:
+        if isinstance(value, EntityUID):
+            return value
+        if isinstance(value, str):
+            try:
+                return _parse_uid(value)
+            except RequestError:
+                raise RequestError(
+                    f"{what}: {value!r} is not an entity reference like 'Ns::Type::\"id\"'"
+                ) from None
+        return self._entity(value, what, self._snap.store.schema).uid
+
+    def _query_context(
+        self, context: Mapping[str, Any] | RecordValue | None, action: EntityUID | None
+    ) -> RecordValue | None:
+        if context is None or isinstance(context, RecordValue) or action is None:
+            return context if not isinstance(context, Mapping) else RecordValue(dict(context))
+        return self._context(context, action, self._snap.store.schema)
+
+    def who_can(
+        self,
+        action: str | EntityUID,
+        resource: str | EntityUID | Mapping[str, Any] | Entity,
+        context: Mapping[str, Any] | RecordValue | None = None,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> QueryResult:
+        """Every principal of the store the policies allow to do ``action`` on ``resource``.
+
+        ``context=None`` means the context is unknown: policies that read it are reported
+        as conditional, with the condition they depend on.
+        """
+        snap = self._snap
+        act = self._action(action)
+        facts = snap.facts
+        if isinstance(resource, Mapping | Entity):
+            ent = self._entity(resource, "resource", snap.store.schema)
+            facts = facts.with_entities([ent])
+        res = self._uid(resource, "resource")
+        return who_can(
+            snap.authorizer,
+            facts,
+            act,
+            res,
+            self._query_context(context, act),
+            schema=snap.store.schema,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    def what_can(
+        self,
+        principal: str | EntityUID | Mapping[str, Any] | Entity,
+        action: str | EntityUID | None = None,
+        context: Mapping[str, Any] | RecordValue | None = None,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> QueryResult:
+        """Every (action, resource) of the store the policies allow ``principal``."""
+        snap = self._snap
+        act = self._action(action) if action is not None else None
+        facts = snap.facts
+        if isinstance(principal, Mapping | Entity):
+            ent = self._entity(principal, "principal", snap.store.schema)
+            facts = facts.with_entities([ent])
+        prin = self._uid(principal, "principal")
+        return what_can(
+            snap.authorizer,
+            facts,
+            prin,
+            act,
+            self._query_context(context, act),
+            schema=snap.store.schema,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    def access_matrix(
+        self,
+        context: Mapping[str, Any] | RecordValue | None = None,
+        *,
+        entities: Iterable[Mapping[str, Any] | Entity] = (),
+        limit: int | None = None,
+        cursor: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> QueryResult:
+        """Every allowed (principal, action, resource) over the store's entities plus
+        ``entities``."""
+        snap = self._snap
+        extra = [
+            self._entity(e, f"entities[{i}]", snap.store.schema) for i, e in enumerate(entities)
+        ]
+        ctx = (
+            context
+            if context is None or isinstance(context, RecordValue)
+            else RecordValue(dict(context))
+        )
+        return access_matrix(
+            snap.authorizer,
+            snap.facts.with_entities(extra),
+            ctx,
+            schema=snap.store.schema,
+            limit=limit,
+            cursor=cursor,
+            progress=progress,
         )
 
     def authorize_unsigned_batch(
@@ -477,6 +635,14 @@ class Engine:
 
     def get_logs_by_request_id(self, request_id: str) -> list[dict[str, Any]]:
         return self.logger.get_logs_by_request_id(request_id)
+
+
+@lru_cache(maxsize=1024)
+def _parse_uid(text: str) -> EntityUID:
+    try:
+        return parse_entity_uid(text)
+    except PolangError as e:
+        raise RequestError(str(e)) from None
 
 
 @lru_cache(maxsize=1024)
