@@ -562,3 +562,23 @@ def test_cli_queries_in_every_format(tmp_path: object, capsys: pytest.CaptureFix
     }
     table = run("what-can", *base, "--principal", 'User::"u1"')
     assert "entr" in table
+
+
+def test_lookup_answers_for_the_page_and_warm_builds_the_tables() -> None:
+    case = make_case(13)
+    ctx = CONTEXTS[1]
+    expected = brute_force(case, ctx)
+    qi = QueryIndex(case.authorizer, case.facts)
+    built = qi.warm()
+    assert built > 0 and qi.warm() == 0  # everything is built once
+    whole = access_matrix(case.authorizer, qi, ctx)
+    assert len(qi.tables) == built, "the matrix needed no table warm() did not build"
+    for a in case.actions:
+        for r in case.candidates:
+            for p in case.candidates:
+                want = "allow" if (p, a, r) in expected else None
+                assert whole.lookup(p, a, r) == want
+    page = access_matrix(case.authorizer, qi, ctx, limit=4)
+    listed = {e.triple for e in page}
+    for t in expected:
+        assert (page.lookup(*t) == "allow") == (t in listed)

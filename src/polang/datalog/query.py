@@ -420,7 +420,10 @@ class QueryIndex:
         self.by_type = {t: frozenset(s) for t, s in by_type.items()}
         # sort keys: entities in EntityUID order, as ints (sorting by them is C-fast)
         self.rank: dict[EntityUID, int] = {
-            u: i for i, u in enumerate(sorted(e.uid for e in self.facts.entities))
+            u: i
+            for i, u in enumerate(
+                sorted((e.uid for e in self.facts.entities), key=lambda u: (u.type, u.id))
+            )
         }
         self._desc = desc
         self._desc_star: dict[EntityUID, frozenset[EntityUID]] = {}
@@ -525,6 +528,27 @@ class QueryIndex:
             plans.sort(key=lambda p: p.effect != "forbid")
             self._plans_by_action[action] = plans
         return plans
+
+    def warm(self, free: Iterable[FreeVar] = ("principal", "resource")) -> int:
+        """Build every table a query may read (those not depending on the context).
+
+        Queries build tables on first use; an engine can call this once per store so
+        that no later ``who_can``/``what_can`` pays for it. Returns the tables built.
+        """
+        before = len(self.tables)
+        for fv in free:
+            run = _Run(self, fv, RecordValue())
+            for a in self.actions:
+                run.begin_action(a)
+                cands = self.candidates(fv, a)
+                for plan in self.plans_for(a):
+                    dom = self.domain(cands, plan.tests[fv])
+                    if not dom:
+                        continue
+                    for pred in run.table_preds(plan.cond_pred):
+                        if "context" not in self.analysis.deps(pred):
+                            run.table(pred, dom)
+        return len(self.tables) - before
 
     def table(self, key: Any) -> _Table | None:
         t = self.tables.get(key)
@@ -958,6 +982,20 @@ class _Run:
                 out = None
         self._inputs[pred] = out
         return out
+
+    def table_preds(self, pred: str) -> list[str]:
+        """The predicates ``sets(pred)`` may read as tables (mirrors :meth:`sets`)."""
+        k = self.klass(pred)
+        if k == 0:
+            return []
+        sh = self.an.shape(pred)
+        if sh[0] in ("and", "or", "not", "if", "and_then", "alias"):
+            return [t for child in sh[1:] for t in self.table_preds(child)]
+        if k == 1:
+            return [pred]
+        if sh[0] == "call" and sh[1] in _INDEX_OPS and not sh[3] and len(sh[2]) == 2:
+            return [o for o in sh[2] if self.klass(o) == 1]
+        return []
 
     def klass(self, pred: str) -> int:
         """0: does not read the free variable; 1: reads only it; 2: reads both."""
@@ -1583,6 +1621,7 @@ class QueryResult:
         self._run = run
         self._entries: list[AccessEntry] | None = None
         self._count: int | None = None
+        self._index: dict[tuple[EntityUID, EntityUID], tuple[_Group, int, int]] | None = None
 
     # -- reading -------------------------------------------------------------------------
 
@@ -1643,6 +1682,28 @@ class QueryResult:
     @property
     def complete(self) -> bool:
         return not any(g.conditional for g, _s, _e in self._slices())
+
+    def lookup(
+        self, principal: EntityUID, action: EntityUID, resource: EntityUID
+    ) -> Literal["allow", "conditional"] | None:
+        """This page's decision on a triple: ``None`` when the page does not list it."""
+        if self._index is None:
+            self._index = {
+                (g.action, g.outer): (g, start, stop) for g, start, stop in self._slices()
+            }
+        free, fixed = (
+            (principal, resource) if self._run.free == "principal" else (resource, principal)
+        )
+        got = self._index.get((action, fixed))
+        if got is None:
+            return None
+        g, start, stop = got
+        partial_group = start > 0 or stop < len(g)
+        if partial_group and free not in g.order(self._run.qi.rank)[start:stop]:
+            return None
+        if free in g.conditional:
+            return "conditional"
+        return "allow" if free in g.allowed() else None
 
     @property
     def principals(self) -> list[EntityUID]:

@@ -1,0 +1,209 @@
+"""Bulk queries on the benchmark store: the full access matrix, who_can and what_can.
+
+Usage::
+
+    python benchmarks/bench_query.py [--entities N] [--policies N] [--seed S]
+        [--queries N] [--verify N] [--profile] [--json]
+
+Targets (docs/queries.md): the full allowed matrix of the 200-policy / 10,000-entity store
+in under 10 s and 1 GiB; ``who_can`` / ``what_can`` in under 100 ms. Reported:
+
+- load: parsing the store and building ``EntityFacts`` (not part of any query);
+- index: ``prepare`` (entity indexes for queries), paid once per store;
+- matrix: wall time and peak memory (``tracemalloc``: Python allocations made by the
+  query, plus the process's peak RSS) with a known context, and with ``context=None``
+  (policies reading the context become conditional);
+- who_can / what_can: per query, cold (first query on a new index) and warm (the index
+  kept, as an engine does), median and max over ``--queries`` random queries;
+- verification: ``--verify N`` random (principal, action, resource) triples of the matrix
+  domain are decided by ``is_authorized`` and compared with the matrix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import json
+import pstats
+import random
+import resource
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.workload import generate
+from polang.datalog.authorizer import Authorizer
+from polang.datalog.facts import EntityFacts
+from polang.datalog.query import QueryIndex, access_matrix, what_can, who_can
+from polang.language.entities import parse_context, parse_entities
+from polang.language.parser import parse_policies
+from polang.language.schema import parse_schema
+from polang.language.values import EntityUID, RecordValue
+
+
+def _rss_mib() -> float:
+    """The process's current resident set size."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0  # pragma: no cover - not Linux
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def _timed(fn: Any, *, trace_memory: bool = False) -> tuple[Any, float, float]:
+    gc.collect()
+    if trace_memory:
+        tracemalloc.start()
+    t0 = time.perf_counter()
+    out = fn()
+    dt = time.perf_counter() - t0
+    peak = 0.0
+    if trace_memory:
+        _cur, peak_b = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        peak = peak_b / 2**20
+    return out, dt, peak
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--entities", type=int, default=10_000)
+    ap.add_argument("--policies", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--queries", type=int, default=50, help="who_can/what_can queries")
+    ap.add_argument("--verify", type=int, default=2000, help="random triples checked")
+    ap.add_argument("--columns", type=int, default=10, help="(action, resource) columns checked")
+    ap.add_argument("--profile", action="store_true", help="profile the matrix")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    args = ap.parse_args(argv)
+
+    w = generate(n_entities=args.entities, n_policies=args.policies, seed=args.seed)
+    t0 = time.perf_counter()
+    schema = parse_schema(w.schema_text)
+    policies = parse_policies(w.policies_text)
+    facts = EntityFacts(parse_entities(w.entities_json, schema))
+    auth = Authorizer(policies)
+    load_s = time.perf_counter() - t0
+    ctx = parse_context(w.requests[0]["context"], schema, EntityUID("Action", "view"))
+    counts = w.counts
+    del w
+    gc.collect()
+    report: dict[str, Any] = {"workload": counts, "load_s": round(load_s, 3)}
+    rss_loaded = _rss_mib()
+    report["rss_after_load_mib"] = round(rss_loaded, 1)
+
+    def matrix(index: QueryIndex, context: RecordValue | None) -> Any:
+        return access_matrix(auth, index, context, schema=schema)
+
+    if args.profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        matrix(QueryIndex(auth, facts, schema), ctx)
+        prof.disable()
+        pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(30)
+
+    # the full matrix: cold (a new index: every table built), then warm (tables kept)
+    qi, index_s, _ = _timed(lambda: QueryIndex(auth, facts, schema))
+    report["index_s"] = round(index_s, 3)
+    m, m_s, _ = _timed(lambda: matrix(qi, ctx))
+    report["matrix"] = {
+        "seconds_cold": round(m_s, 3),
+        "allowed": len(m),
+        "complete": m.complete,
+        "steps": m.stats.steps,
+        "fallback_evaluations": m.stats.fallback_evaluations,
+        "rss_with_result_mib": round(_rss_mib(), 1),
+        "rss_over_store_mib": round(_rss_mib() - rss_loaded, 1),
+    }
+    _, m_warm, _ = _timed(lambda: matrix(qi, ctx))
+    report["matrix"]["seconds_warm"] = round(m_warm, 3)
+    _, m_pk, m_peak = _timed(
+        lambda: matrix(QueryIndex(auth, facts, schema), ctx), trace_memory=True
+    )
+    report["matrix"]["peak_traced_mib"] = round(m_peak, 1)
+    report["matrix"]["seconds_under_tracemalloc"] = round(m_pk, 3)
+    m2, m2_s, _ = _timed(lambda: matrix(qi, None))
+    report["matrix_unknown_context"] = {
+        "seconds": round(m2_s, 3),
+        "entries": len(m2),
+        "conditional": len(m2) - sum(1 for _ in m2.triples()) if args.entities <= 2000 else None,
+        "complete": m2.complete,
+    }
+    del m2
+    gc.collect()
+
+    # who_can / what_can: cold = a new index per query; warm = an index after warm()
+    warmed = QueryIndex(auth, facts, schema)
+    built, warm_s, _ = _timed(warmed.warm)
+    report["warm_up"] = {"seconds": round(warm_s, 3), "tables": built}
+    rng = random.Random(args.seed)
+    users = sorted(qi.candidates("principal", EntityUID("Action", "view")))
+    docs = sorted(qi.candidates("resource", EntityUID("Action", "view")))
+    actions = [a for a in qi.actions if (ad := schema.action(a)) is not None and ad.principal_types]
+
+    def timings(make: Any) -> dict[str, float]:
+        cold, warm = [], []
+        for _ in range(args.queries):
+            call = make(rng)
+            fresh = QueryIndex(auth, facts, schema)
+            cold.append(_timed(lambda call=call, fresh=fresh: call(fresh))[1])
+            warm.append(_timed(lambda call=call: call(warmed))[1])
+        return {
+            "cold_median_ms": round(statistics.median(cold) * 1000, 2),
+            "cold_max_ms": round(max(cold) * 1000, 2),
+            "warm_median_ms": round(statistics.median(warm) * 1000, 2),
+            "warm_max_ms": round(max(warm) * 1000, 2),
+        }
+
+    def who(r: random.Random) -> Any:
+        a, res = r.choice(actions), r.choice(docs)
+        return lambda index: who_can(auth, index, a, res, ctx, schema=schema)
+
+    def what(r: random.Random) -> Any:
+        p = r.choice(users)
+        return lambda index: what_can(auth, index, p, None, ctx, schema=schema)
+
+    def what_one(r: random.Random) -> Any:
+        p, a = r.choice(users), r.choice(actions)
+        return lambda index: what_can(auth, index, p, a, ctx, schema=schema)
+
+    report["who_can"] = timings(who)
+    report["what_can_all_actions"] = timings(what)
+    report["what_can_one_action"] = timings(what_one)
+
+    # verification against is_authorized: whole (action, resource) columns, random triples
+    bad = checked = 0
+    for _ in range(args.columns):
+        a, r = rng.choice(actions), rng.choice(docs)
+        for p in users:
+            checked += 1
+            want = "allow" if auth.is_authorized(p, a, r, ctx, facts).allow else None
+            bad += m.lookup(p, a, r) != want
+    for _ in range(args.verify):
+        p, a, r = rng.choice(users), rng.choice(actions), rng.choice(docs)
+        checked += 1
+        want = "allow" if auth.is_authorized(p, a, r, ctx, facts).allow else None
+        bad += m.lookup(p, a, r) != want
+    report["verify"] = {"checked": checked, "mismatches": bad}
+    report["peak_rss_mib"] = round(_peak_rss_mib(), 1)
+
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(json.dumps(report, indent=2))
+    return 0 if not bad else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
