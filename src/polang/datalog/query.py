@@ -433,6 +433,7 @@ class QueryIndex:
         self._domain_keep: list[frozenset[EntityUID]] = []
         self.tables: OrderedDict[Any, _Table] = OrderedDict()
         self._plans_by_action: dict[EntityUID, list[PolicyPlan]] = {}
+        self._referenced: frozenset[EntityUID] | None = None
 
     # -- entities ---------------------------------------------------------------------------
 
@@ -528,6 +529,36 @@ class QueryIndex:
             plans.sort(key=lambda p: p.effect != "forbid")
             self._plans_by_action[action] = plans
         return plans
+
+    def is_referenced(self, uid: EntityUID) -> bool:
+        """Whether a stored entity (attribute, tag, parent) or a policy names ``uid``."""
+        if self._referenced is None:
+            found: set[EntityUID] = set()
+
+            def walk(v: Any) -> None:
+                t = type(v)
+                if t is EntityUID:
+                    found.add(v)
+                elif t is SetValue or isinstance(v, frozenset | tuple):
+                    for x in v:
+                        walk(x)
+                elif t is RecordValue:
+                    for x in v.fields.values():
+                        walk(x)
+
+            for e in self.facts.entities:
+                found.update(e.parents)
+                for x in e.attrs.values():
+                    walk(x)
+                for x in e.tags.values():
+                    walk(x)
+            for r in self.analysis.program.rules:
+                for lit in (r.head, *r.body):
+                    for t in lit.args:
+                        if isinstance(t, Const):
+                            walk(t.value)
+            self._referenced = frozenset(found)
+        return uid in self._referenced
 
     def warm(self, free: Iterable[FreeVar] = ("principal", "resource")) -> int:
         """Build every table a query may read (those not depending on the context).
@@ -811,7 +842,9 @@ class _Partial:
                         return ERR if op == "in" else False
                     if op == "in" and any(type(t) is not EntityUID for t in targets):
                         return ERR
-                    return True if any(t == a or t in anc for t in targets) else UNK
+                    if any(t == a or t in anc for t in targets):
+                        return True
+                    return UNK if targets else False
         try:
             return builtin(op)(self.facts, *args)
         except EvaluationError:
@@ -916,6 +949,7 @@ class _Run:
         self.action: EntityUID = dummy
         self.outer_value: EntityUID = dummy
         self.outer_missing = False
+        self.reachable = False  # the missing fixed entity is referenced by stored data
         self.scalars: dict[Any, Any] = {}
         self.local_tables: dict[Any, _Table] = {}
         self.fallback_evals = 0
@@ -941,6 +975,7 @@ class _Run:
     def begin_outer(self, value: EntityUID, missing: bool) -> None:
         self.outer_value = value
         self.outer_missing = missing
+        self.reachable = missing and self.qi.is_referenced(value)
         setattr(self.req, self.outer, value)
         self.scalars = {}
         self.step_memo = {}
@@ -1009,12 +1044,16 @@ class _Run:
     def unknown_prone(self, pred: str) -> bool:
         """Whether ``pred`` may read data the query does not have.
 
-        With the fixed entity missing from the store, any predicate may reach it through
-        stored references (``resource.owner`` being that principal), so all are.
+        A fixed entity missing from the store is unknown: predicates reading the fixed
+        variable are; and when stored data or a policy refers to that entity (a document
+        whose ``owner`` it is), any predicate may reach it, so all are.
         """
-        if self.outer_missing:
+        if self.reachable:
             return True
-        return not self.context_known and "context" in self.an.deps(pred)
+        deps = self.an.deps(pred)
+        if self.outer_missing and self.outer in deps:
+            return True
+        return not self.context_known and "context" in deps
 
     def partial(self, free_value: EntityUID | None) -> _Partial:
         binding = {
@@ -1070,7 +1109,7 @@ class _Run:
                 self.action if "action" in deps else None,
                 id(dom),
             )
-        local = self.outer_missing or "context" in self.an.deps(pred)
+        local = self.reachable or "context" in self.an.deps(pred)
         with self.qi.lock:
             t = self.local_tables.get(key) if local else self.qi.table(key)
         if t is not None and t.dom is dom:
@@ -1234,8 +1273,10 @@ class _Run:
         dom: frozenset[EntityUID],
         need: int,
     ) -> _Sets | None:
-        if self.outer_missing:
-            return None  # indexes assume every entity's data is known
+        if self.reachable:
+            return None  # indexes assume every stored value's data is known
+        if self.outer_missing and op == "in" and self.klass(operands[0]) == 0:
+            return None  # `x in ...` with x possibly the missing entity: its ancestors
         left = self._operand(operands[0], dom)
         if left is None:
             return None
@@ -1962,7 +2003,8 @@ def _evaluate_step(run: _Run, ac: _ActionContext, outer: EntityUID) -> _Group:
         partial = (
             scope is None
             or bool(unsure)
-            or missing
+            or run.reachable
+            or (missing and outer_var in plan.cond_deps)
             or (ctx_unknown and "context" in plan.cond_deps)
         )
         constant = not missing and outer_var not in plan.cond_deps
