@@ -342,6 +342,29 @@ TESTS = frozenset({"scope_in", "scope_in_any", "scope_is"})
 """Builtins that only succeed or fail (no output): a false result is not an error."""
 
 
+def direct(op: str, nargs: int) -> tuple[Builtin, bool]:
+    """The implementation of ``op`` for a call site with ``nargs`` arguments (receiver
+    included), without the checks that the call site already settles.
+
+    Returns ``(fn, takes_facts)``: extension functions and methods do not take the facts.
+    A core method called with the wrong number of arguments keeps its checking wrapper,
+    so the error stays an evaluation error of that policy.
+    """
+    if op.startswith("method:"):
+        name = op[7:]
+        core = CORE_METHODS.get(name)
+        if core is not None and _ARITY[name] == nargs - 1:
+            return core, True
+        ext = extensions.METHODS.get(name)
+        if core is None and ext is not None:
+            return ext, False
+    elif op.startswith("function:"):
+        fn = extensions.FUNCTIONS.get(op[9:])
+        if fn is not None:
+            return fn, False
+    return builtin(op), True
+
+
 def builtin(op: str) -> Builtin:
     """The implementation of ``op`` (``method:NAME`` and ``function:NAME`` included)."""
     if op.startswith("method:"):
@@ -354,4 +377,4 @@ def builtin(op: str) -> Builtin:
         raise ValueError(f"unknown builtin {op!r}") from None
 
 
-__all__ = ["BUILTINS", "TESTS", "builtin", "value_eq"]
+__all__ = ["BUILTINS", "TESTS", "builtin", "direct", "value_eq"]

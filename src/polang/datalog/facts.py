@@ -14,7 +14,7 @@ asserts them as facts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -62,16 +62,19 @@ def ancestor_closure(g: nx.DiGraph) -> dict[EntityUID, frozenset[EntityUID]]:
 class EntityFacts:
     """An entity set with its hierarchy closure: what every request over it shares."""
 
-    __slots__ = ("ancestors", "entities", "graph")
+    __slots__ = ("ancestors", "by_uid", "entities", "get", "graph")
 
     def __init__(self, entities: EntityStore | Iterable[Entity]) -> None:
         store = entities if isinstance(entities, EntityStore) else EntityStore(entities)
         self.entities = store
+        self._index()
         self.graph = hierarchy_graph(store)
         self.ancestors = ancestor_closure(self.graph)
 
-    def get(self, uid: EntityUID) -> Entity | None:
-        return self.entities.get(uid)
+    def _index(self) -> None:
+        """Direct lookups for the hot path: ``get`` is the store's own ``dict.get``."""
+        self.by_uid: dict[EntityUID, Entity] = self.entities.as_dict()
+        self.get: Callable[[EntityUID], Entity | None] = self.by_uid.get
 
     def ancestors_of(self, uid: EntityUID) -> frozenset[EntityUID]:
         return self.ancestors.get(uid, _EMPTY)
@@ -98,6 +101,7 @@ class EntityFacts:
                 break
         out = EntityFacts.__new__(EntityFacts)
         out.entities = merged
+        out._index()
         if needs_full:
             out.graph = hierarchy_graph(merged)
             out.ancestors = ancestor_closure(out.graph)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from polang.datalog.builtins import builtin
+from polang.datalog.builtins import direct
 from polang.errors import EvaluationError
 from polang.language.values import type_name
 
@@ -81,8 +81,11 @@ class _Writer:
                 args.append(t)
             for c in shape.consts:
                 args.append(repr(c) if type(c) in (bool, int, str) else self.name_of(c, "K"))
-            op = self.name_of(builtin(shape.op), "O")
-            self.line(depth, f"{target} = {op}(fx, {', '.join(args)})")
+            fn, takes_facts = direct(shape.op, len(preds))
+            op = self.name_of(fn, "O")
+            if takes_facts:
+                args.insert(0, "fx")
+            self.line(depth, f"{target} = {op}({', '.join(args)})")
         elif kind == "not":
             a = self.temp()
             self.emit(preds[0], a, depth)

@@ -65,6 +65,10 @@ class EntityStore:
     def get(self, uid: EntityUID) -> Entity | None:
         return self._by_uid.get(uid)
 
+    def as_dict(self) -> dict[EntityUID, Entity]:
+        """The uid -> entity mapping itself (read-only by convention: hot lookups)."""
+        return self._by_uid
+
     def __contains__(self, uid: object) -> bool:
         return uid in self._by_uid
 
