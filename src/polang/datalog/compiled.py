@@ -21,6 +21,7 @@ from polang.datalog.builtins import TESTS, builtin
 from polang.datalog.codegen import compile_rules
 from polang.datalog.facts import EntityFacts, Request
 from polang.datalog.ir import Atom, Builtin, Const, PolicyInfo, Program, Rule, Var
+from polang.datalog.pycode import OUT_OF_SCOPE
 from polang.datalog.seminaive import Relation
 from polang.errors import EvaluationError
 from polang.language.values import EntityUID, type_name
@@ -57,6 +58,8 @@ class CompiledPolicy:
     info: PolicyInfo
     scope: ScopeFn
     cond: Fn
+    run: Fn | None = None
+    """Scope and condition in one call (generated code): ``OUT_OF_SCOPE`` or the value."""
 
 
 @dataclass(slots=True)
@@ -450,10 +453,18 @@ class CompiledBackend:
                 return generate(comp, pred)
         else:
             cond = comp.fn
-        self.policies: list[CompiledPolicy] = [
-            CompiledPolicy(info, comp.scope(info.scope_pred), cond(info.cond_pred))
-            for info in program.policies.values()
-        ]
+        self.policies: list[CompiledPolicy] = []
+        for info in program.policies.values():
+            run = None
+            if mode == "codegen":
+                from polang.datalog.pycode import generate_policy
+
+                scope_rules = comp.groups.get(info.scope_pred, [])
+                if len(scope_rules) == 1:
+                    run = generate_policy(comp, scope_rules[0].body, info.cond_pred)
+            self.policies.append(
+                CompiledPolicy(info, comp.scope(info.scope_pred), cond(info.cond_pred), run)
+            )
         self.decision_rules: list[Rule] = [
             r for r in program.rules if r.policy_id is None and r.head.pred in _DECISION_HEADS
         ]
@@ -501,6 +512,21 @@ class CompiledBackend:
         errs: dict[str, EvaluationError] = {}
         for cp in cands:
             pid = cp.info.policy_id
+            if cp.run is not None and not trace:
+                try:
+                    v = cp.run(request, facts)
+                except EvaluationError as e:
+                    scope.add((pid,))
+                    errs[pid] = e
+                    continue
+                if v is OUT_OF_SCOPE:
+                    continue
+                scope.add((pid,))
+                if v is True or v is False:
+                    cond.add((pid, v))
+                else:
+                    errs[pid] = _bool_error(v)
+                continue
             if not cp.scope(request, facts):
                 if trace:
                     outcomes.append(PolicyOutcome(pid, False))

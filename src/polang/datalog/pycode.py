@@ -122,15 +122,79 @@ class _Writer:
             self.line(depth, f"{target} = {self.name_of(self.compiler.fn(pred), 'F')}(r, fx)")
 
 
-def generate(compiler: Any, pred: str, name: str = "cond") -> Fn:
-    """One Python function ``f(request, facts)`` computing value predicate ``pred``."""
+OUT_OF_SCOPE = object()
+"""What a generated policy function returns when the policy's scope does not hold."""
+
+
+def _scope_lines(w: _Writer, body: tuple[Any, ...]) -> bool:
+    """Scope literals as early returns; False when a literal is not of a known form."""
+    from polang.datalog.compiled import REQUEST_VARS
+    from polang.datalog.ir import Atom, Builtin, Const, Var
+
+    bound: dict[str, str] = {}
+    for lit in body:
+        if isinstance(lit, Atom) and lit.pred in REQUEST_VARS and len(lit.args) == 1:
+            t = lit.args[0]
+            if isinstance(t, Const):
+                w.line(1, f"if r.{lit.pred} != {w.name_of(t.value, 'K')}: return OUT")
+            else:
+                local = f"s_{lit.pred}"
+                bound[t.name] = local
+                w.line(1, f"{local} = r.{lit.pred}")
+                if lit.pred == "principal":
+                    w.line(1, f"if {local} is None: return OUT")
+            continue
+        if (
+            isinstance(lit, Builtin)
+            and len(lit.args) == 2
+            and isinstance(lit.args[0], Var)
+            and lit.args[0].name in bound
+            and isinstance(lit.args[1], Const)
+        ):
+            v, c = bound[lit.args[0].name], w.name_of(lit.args[1].value, "K")
+            if lit.op == "scope_in":
+                w.line(1, f"if not ({v} == {c} or {c} in anc({v}, EMPTY)): return OUT")
+                continue
+            if lit.op == "scope_in_any":
+                w.line(1, f"if not ({v} in {c} or not {c}.isdisjoint(anc({v}, EMPTY))): return OUT")
+                continue
+            if lit.op == "scope_is":
+                w.line(1, f"if {v}.type != {c}: return OUT")
+                continue
+        return False
+    return True
+
+
+def generate_policy(compiler: Any, scope_body: tuple[Any, ...], cond_pred: str) -> Fn | None:
+    """One function per policy: ``OUT_OF_SCOPE``, or the condition's value (errors raise).
+
+    ``None`` when the scope rule has a form this generator does not know (the backend then
+    keeps separate scope and condition functions).
+    """
     w = _Writer(compiler)
-    w.line(0, f"def {name}(r, fx):")
-    w.emit(pred, "v", 1)
+    w.env.update({"OUT": OUT_OF_SCOPE, "EMPTY": frozenset()})
+    w.line(0, "def policy(r, fx):")
+    w.line(1, "anc = fx.ancestors.get")
+    if not _scope_lines(w, scope_body):
+        return None
+    w.emit(cond_pred, "v", 1)
     w.line(1, "return v")
+    return _exec(w, "policy", cond_pred)
+
+
+def _exec(w: _Writer, name: str, pred: str) -> Fn:
     src = "\n".join(w.lines)
     env = dict(w.env)
     exec(compile(src, f"<polang {pred}>", "exec"), env)
     fn: Fn = env[name]
     fn.__doc__ = src  # inspectable: `polang` developers can print it
     return fn
+
+
+def generate(compiler: Any, pred: str, name: str = "cond") -> Fn:
+    """One Python function ``f(request, facts)`` computing value predicate ``pred``."""
+    w = _Writer(compiler)
+    w.line(0, f"def {name}(r, fx):")
+    w.emit(pred, "v", 1)
+    w.line(1, "return v")
+    return _exec(w, name, pred)
