@@ -470,12 +470,6 @@ def test_request_entities_override_default_entities(shop: Engine) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine.py _entity: a bare EntityUID becomes an empty Entity that replaces the "
-    "default entity with that uid (its attributes and parents are lost), instead of "
-    "referring to it",
-)
 def test_a_bare_uid_refers_to_the_default_entity(shop: Engine) -> None:
     pen = item("pen", owner="alice")
     alice = EntityUID("Shop::User", "alice")  # a default entity: level 1, in staff

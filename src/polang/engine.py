@@ -287,11 +287,20 @@ class Engine:
             )
         return _parse_action(action)
 
+    def _part(self, value: Any, what: str, schema: Schema) -> tuple[EntityUID, list[Entity]]:
+        """A request's principal or resource: its uid, and the entity to lay over the store.
+
+        An ``EntityUID`` only *refers* to an entity (a default entity, or none): it adds
+        nothing, so the store's entity with that uid keeps its attributes and parents.
+        """
+        if isinstance(value, EntityUID):
+            return value, []
+        ent = self._entity(value, what, schema)
+        return ent.uid, [ent]
+
     def _entity(self, value: Any, what: str, schema: Schema) -> Entity:
         if isinstance(value, Entity):
             return value
-        if isinstance(value, EntityUID):
-            return Entity(value)
         if not isinstance(value, Mapping):
             raise RequestError(f"{what}: expected an entity object, got {type(value).__name__}")
         try:
@@ -346,16 +355,14 @@ class Engine:
     ) -> tuple[Request, EntityFacts]:
         schema = snap.store.schema
         act = self._action(action)
-        res = self._entity(resource, "resource", schema)
-        request_entities = [res]
-        prin: Entity | None = None
+        ruid, request_entities = self._part(resource, "resource", schema)
+        puid: EntityUID | None = None
         if principal is not None:
-            prin = self._entity(principal, "principal", schema)
-            request_entities.append(prin)
+            puid, prin = self._part(principal, "principal", schema)
+            request_entities.extend(prin)
         ctx = self._context(context, act, schema)
-        puid = prin.uid if prin else None
-        self._check_request(puid, act, res.uid, ctx, schema)
-        return Request(puid, act, res.uid, ctx), snap.facts.with_entities(request_entities)
+        self._check_request(puid, act, ruid, ctx, schema)
+        return Request(puid, act, ruid, ctx), snap.facts.with_entities(request_entities)
 
     def _token_request(
         self,
@@ -379,15 +386,15 @@ class Engine:
             raise RequestError(
                 "context: the key 'tokens' is reserved for validated tokens (context.tokens)"
             )
-        res = self._entity(resource, "resource", schema)
+        ruid, res = self._part(resource, "resource", schema)
         processed = snap.tokens.process(tokens)
         processed.require_any()
         ctx = self._context(context, act, schema)
-        self._check_request(None, act, res.uid, ctx, schema)
+        self._check_request(None, act, ruid, ctx, schema)
         fields = dict(ctx.fields)
         fields["tokens"] = processed.context_tokens
-        request = Request(None, act, res.uid, RecordValue(fields))
-        return request, snap.facts.with_entities([*processed.entities, res]), processed
+        request = Request(None, act, ruid, RecordValue(fields))
+        return request, snap.facts.with_entities([*processed.entities, *res]), processed
 
     def authorize_unsigned(
         self,
