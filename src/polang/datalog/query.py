@@ -1934,6 +1934,34 @@ class _ActionContext:
         self._remember(key, out, tuple(parts))
         return out
 
+    def minus(
+        self, a: frozenset[EntityUID] | set[EntityUID], b: frozenset[EntityUID] | set[EntityUID]
+    ) -> frozenset[EntityUID] | set[EntityUID]:
+        """``a - b``, shared like :meth:`combine`."""
+        if not a or not b:
+            return a
+        key = ("d", id(a), id(b))
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit[0]
+        out = frozenset(a - b)
+        self._remember(key, out, (a, b))
+        return out
+
+    def meet(
+        self, a: frozenset[EntityUID] | set[EntityUID], b: frozenset[EntityUID] | set[EntityUID]
+    ) -> frozenset[EntityUID] | set[EntityUID]:
+        """``a & b``, shared like :meth:`combine`."""
+        if not a or not b:
+            return _EMPTY
+        key = ("m", id(a), id(b))
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit[0]
+        out = frozenset(a & b)
+        self._remember(key, out, (a, b))
+        return out
+
     def count_allowed(
         self,
         parts: Sequence[frozenset[EntityUID] | set[EntityUID]],
@@ -1966,10 +1994,10 @@ def _evaluate_step(run: _Run, ac: _ActionContext, outer: EntityUID) -> _Group:
     cands = ac.cands
     forbid_parts: list[frozenset[EntityUID] | set[EntityUID]] = []
     forbid_def: frozenset[EntityUID] | set[EntityUID] = _EMPTY
-    forbid_maybe: set[EntityUID] = set()
+    forbid_maybe_parts: list[frozenset[EntityUID] | set[EntityUID]] = []
     permits: list[Part] = []
     maybe: list[Maybe] = []
-    permit_maybe: set[EntityUID] = set()
+    permit_maybe_parts: list[frozenset[EntityUID] | set[EntityUID]] = []
     ctx_unknown = not run.context_known
     outer_var = run.outer
     forbids_done = False
@@ -2039,26 +2067,35 @@ def _evaluate_step(run: _Run, ac: _ActionContext, outer: EntityUID) -> _Group:
             if definite:
                 forbid_parts.append(definite)
             if cond:
-                forbid_maybe |= cond
+                forbid_maybe_parts.append(cond)
                 maybe.append((plan, cond, scope is None, unsure))
         else:
             if definite:
                 permits.append((plan, definite))
             if cond:
-                permit_maybe |= cond
+                permit_maybe_parts.append(cond)
                 maybe.append((plan, cond, scope is None, unsure))
     if not forbids_done:
         forbid_def = ac.combine(forbid_parts)
-    if not permits and not permit_maybe:
+    if not permits and not permit_maybe_parts:
         return _Group(action, outer, (), _EMPTY, _EMPTY, (), missing)
-    blocked = _union(forbid_def, forbid_maybe) if forbid_maybe else forbid_def
+    # the sets below are mostly shared between steps: the memo keeps one object each
+    forbid_maybe = ac.combine(forbid_maybe_parts)
+    blocked = ac.combine([forbid_def, forbid_maybe]) if forbid_maybe else forbid_def
     conditional: frozenset[EntityUID] | set[EntityUID] = _EMPTY
     g = _Group(action, outer, tuple(permits), blocked, conditional, tuple(maybe), missing)
-    if permit_maybe or forbid_maybe:
-        allowed = g.allowed()
-        permit_def = _union(*(s for _p, s in permits))
-        g.conditional = _diff(_diff(_union(permit_def, permit_maybe), forbid_def), allowed)
-        g.count = len(allowed) + len(g.conditional)
+    if permit_maybe_parts or forbid_maybe:
+        permit_def = ac.combine([s for _p, s in permits])
+        possible = ac.combine([permit_def, *permit_maybe_parts])
+        # conditional = possible - forbid_def - allowed = (possible - forbid_def) & blocked
+        #   (allowed = permit_def - blocked, and a permit_maybe entity is never allowed)
+        g.conditional = (
+            ac.meet(ac.minus(possible, forbid_def), forbid_maybe)
+            | ac.minus(ac.minus(possible, permit_def), forbid_def)
+            if forbid_maybe
+            else ac.minus(ac.minus(possible, permit_def), forbid_def)
+        )
+        g.count = ac.count_allowed([permit_def], blocked) + len(g.conditional)
     else:
         g.count = ac.count_allowed([s for _p, s in permits], blocked)
     return g
