@@ -13,8 +13,11 @@ Program's rules, so the mapping is exact or absent, never guessed.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
+import threading
+import weakref
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -107,6 +110,14 @@ class PolicyMap:
     nodes: dict[str, ast.Expr] = field(default_factory=dict)
     clauses: list[Clause] = field(default_factory=list)
     exact: bool = False
+    _policy_text: str | None = None
+
+    @property
+    def policy_text(self) -> str | None:
+        """The policy in canonical form (formatted once)."""
+        if self._policy_text is None and self.policy is not None:
+            self._policy_text = format_policy(self.policy)
+        return self._policy_text
 
     def text(self, pred: str) -> str:
         node = self.nodes.get(pred)
@@ -920,6 +931,29 @@ def _context_of(context: RecordValue | Mapping[str, Any] | None) -> RecordValue:
     return RecordValue(context)
 
 
+_VIEWS: weakref.WeakKeyDictionary[Any, tuple[Program, dict[str, PolicyMap], Any]] = (
+    weakref.WeakKeyDictionary()
+)
+_VIEWS_LOCK = threading.Lock()
+
+
+def _program_views(
+    authorizer: Any, program: Program
+) -> tuple[dict[str, PolicyMap], Mapping[str, list[Rule]]]:
+    """The policy maps and rule groups of an authorizer's Program (computed once)."""
+    with _VIEWS_LOCK:
+        try:
+            got = _VIEWS.get(authorizer)
+        except TypeError:  # pragma: no cover - not weak-referenceable
+            got = None
+        if got is None or got[0] is not program:
+            maps = policy_maps(program, getattr(authorizer, "policies", {}))
+            got = (program, maps, program.by_head())
+            with contextlib.suppress(TypeError):
+                _VIEWS[authorizer] = got
+    return got[1], got[2]
+
+
 def _verdict(outcome: PolicyOutcome | None, error: EvaluationError | None) -> Verdict:
     if outcome is None or not outcome.scope:
         return "out_of_scope"
@@ -952,8 +986,7 @@ def explain(
     raw = authorizer.backend.decide(request, facts, trace=True)
     outcomes = {o.policy_id: o for o in raw.outcomes}
     errors = dict(raw.errors)
-    maps = policy_maps(program, getattr(authorizer, "policies", {}))
-    groups = program.by_head()
+    maps, groups = _program_views(authorizer, program)
     out: list[PolicyExplanation] = []
     for pid, info in program.policies.items():
         pm = maps[pid]
@@ -963,7 +996,7 @@ def explain(
             info.effect,
             verdict,
             span=info.span,
-            text=format_policy(pm.policy) if pm.policy is not None else None,
+            text=pm.policy_text,
         )
         scope_rules = groups.get(info.scope_pred, [])
         pe.scope = explain_scope(scope_rules[0] if scope_rules else None, pm.policy, request, facts)
