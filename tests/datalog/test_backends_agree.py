@@ -93,9 +93,15 @@ ACTIONS = [uid("Action", "view"), uid("Action", "edit"), uid("Action", "read")]
 UIDS = USERS + GROUPS + DOCS + FOLDERS + ACTIONS
 TYPES = ["User", "Group", "Doc", "Folder", "Action"]
 ATTRS = ["age", "name", "admin", "owner", "level", "tags", "info"]
-TAGS = ["color", "age"]
+TAGS = ["name", "age"]
 STRINGS = ["", "a", "alice", "red", "a*b", "10.0.0.1", "1.5"]
 LONGS = [0, 1, -1, 2, 17, 18, 100, 2**62, 2**63 - 1, -(2**63)]
+
+
+def often(common: st.SearchStrategy[Any], *rare: st.SearchStrategy[Any]) -> Any:
+    """``common`` half of the time, else one of ``rare``: scopes that hold get conditions run."""
+    return st.booleans().flatmap(lambda c: common if c else st.one_of(*rare))
+
 
 uids = st.sampled_from(UIDS)
 scalars = st.one_of(st.booleans(), st.sampled_from(LONGS), st.sampled_from(STRINGS), uids)
@@ -107,6 +113,26 @@ values = st.recursive(
     ),
     max_leaves=5,
 )
+small_longs = st.integers(-3, 40)
+# The value each attribute usually has (so typed conditions evaluate), else anything.
+TYPED: dict[str, st.SearchStrategy[Any]] = {
+    "age": small_longs,
+    "name": st.sampled_from(STRINGS),
+    "admin": often(st.booleans(), st.sampled_from([0, 1])),
+    "level": small_longs,
+    "owner": st.sampled_from(USERS),
+    "tags": st.lists(st.sampled_from(STRINGS), max_size=3).map(SetValue),
+    "info": st.dictionaries(st.sampled_from(ATTRS), small_longs, max_size=2).map(RecordValue),
+}
+
+
+@st.composite
+def record(draw: st.DrawFn, keys: list[str]) -> RecordValue:
+    fields = {}
+    for k in keys:
+        if draw(st.integers(0, 3)):  # present three times in four
+            fields[k] = draw(often(TYPED[k], values))
+    return RecordValue(fields)
 
 
 @st.composite
@@ -115,8 +141,8 @@ def entities(draw: st.DrawFn) -> list[Entity]:
     for u in UIDS:
         if u.id in ("ghost", "nope"):
             continue
-        attrs = draw(st.dictionaries(st.sampled_from(ATTRS), values, max_size=4))
-        tags = draw(st.dictionaries(st.sampled_from(TAGS), values, max_size=2))
+        attrs = draw(record(ATTRS)).fields
+        tags = draw(record(TAGS)).fields
         parents = draw(st.sets(st.sampled_from(GROUPS + FOLDERS + ACTIONS), max_size=2))
         out.append(Entity(u, attrs, parents, tags))
     return out
@@ -125,16 +151,23 @@ def entities(draw: st.DrawFn) -> list[Entity]:
 VARS: list[ast.VarName] = ["principal", "action", "resource", "context"]
 PATTERNS = [("a", ast.WILDCARD), (ast.WILDCARD,), ("r", "e", "d"), (ast.WILDCARD, "*")]
 
-leaves = st.one_of(
-    st.sampled_from([True, False, *LONGS, *STRINGS]).map(ast.Lit),
+LITERALS: list[bool | int | str] = [True, False, *LONGS, *STRINGS]
+ENTITY_VARS: list[ast.VarName] = ["principal", "resource"]
+atoms_ = st.one_of(
+    st.sampled_from(LITERALS).map(ast.Lit),
     uids.map(ast.EntityLit),
     st.sampled_from(VARS).map(ast.Var),
     st.builds(ast.GetAttr, st.sampled_from(VARS).map(ast.Var), st.sampled_from(ATTRS)),
+)
+leaves = st.one_of(
+    atoms_,
+    # comparisons of simple operands: conditions that are often true or false, not errors
+    st.builds(ast.Binary, st.sampled_from(["==", "!=", "in", "<", "=="]), atoms_, atoms_),
     st.builds(ast.Has, st.sampled_from(VARS).map(ast.Var), st.sampled_from(ATTRS)),
     st.builds(
         ast.ExtCall,
         st.sampled_from(["decimal", "ip"]),
-        st.sampled_from(["1.5", "10.0.0.1", "10.0.0.0/8", "x"]).map(lambda s: (ast.Lit(s),)),
+        st.sampled_from(["1.5", "10.0.0.1", "10.0.0.0/8"]).map(lambda s: (ast.Lit(s),)),
     ),
 )
 
@@ -166,12 +199,92 @@ def _extend(e: st.SearchStrategy[ast.Expr]) -> st.SearchStrategy[ast.Expr]:
     )
 
 
-exprs = st.recursive(leaves, _extend, max_leaves=10)
+untyped = st.recursive(leaves, _extend, max_leaves=10)
+
+# Well-typed expressions over the usual attribute types: conditions that evaluate to true
+# or false (or fail on a missing attribute), so decisions are not all errors.
+var = st.sampled_from(VARS).map(ast.Var)
+ent_var = st.sampled_from(ENTITY_VARS).map(ast.Var)
+
+
+def attr(name: str) -> st.SearchStrategy[ast.Expr]:
+    return st.builds(ast.GetAttr, st.one_of(ent_var, var), st.just(name))
+
+
+bools: st.SearchStrategy[ast.Expr] = st.deferred(lambda: _bools)
+longs: st.SearchStrategy[ast.Expr] = st.deferred(
+    lambda: st.one_of(
+        small_longs.map(ast.Lit),
+        attr("age"),
+        attr("level"),
+        st.builds(ast.MethodCall, ent_var, st.just("getTag"), st.just((ast.Lit("age"),))),
+        st.builds(ast.Binary, st.sampled_from(["+", "-", "*"]), longs, longs),
+        st.builds(ast.Unary, st.just("-"), longs),
+        st.builds(ast.If, bools, longs, longs),
+    )
+)
+entity_exprs = st.one_of(uids.map(ast.EntityLit), ent_var, attr("owner"))
+sets = st.one_of(
+    attr("tags"),
+    st.lists(entity_exprs, max_size=3).map(lambda xs: ast.SetLit(tuple(xs))),
+    st.lists(st.sampled_from(STRINGS).map(ast.Lit), max_size=3).map(
+        lambda xs: ast.SetLit(tuple(xs))
+    ),
+)
+strings = st.one_of(st.sampled_from(STRINGS).map(ast.Lit), attr("name"))
+_bools: st.SearchStrategy[ast.Expr] = st.one_of(
+    st.booleans().map(ast.Lit),
+    attr("admin"),
+    st.builds(ast.Has, st.one_of(ent_var, var), st.sampled_from(ATTRS)),
+    st.builds(ast.Binary, st.sampled_from(["<", "<=", ">", ">=", "==", "!="]), longs, longs),
+    st.builds(ast.Binary, st.sampled_from(["==", "!=", "in"]), entity_exprs, entity_exprs),
+    st.builds(ast.Binary, st.just("in"), entity_exprs, sets),
+    st.builds(ast.Binary, st.sampled_from(["==", "!="]), strings, strings),
+    st.builds(ast.Like, strings, st.sampled_from(PATTERNS)),
+    st.builds(ast.Is, entity_exprs, st.sampled_from(TYPES), st.none() | entity_exprs),
+    st.builds(
+        ast.MethodCall,
+        sets,
+        st.just("contains"),
+        st.one_of(strings, entity_exprs).map(lambda x: (x,)),
+    ),
+    st.builds(
+        ast.MethodCall,
+        sets,
+        st.sampled_from(["containsAll", "containsAny"]),
+        sets.map(lambda x: (x,)),
+    ),
+    st.builds(ast.MethodCall, ent_var, st.just("hasTag"), strings.map(lambda x: (x,))),
+    st.builds(ast.Binary, st.sampled_from(["&&", "||"]), bools, bools),
+    st.builds(ast.Unary, st.just("!"), bools),
+    st.builds(ast.If, bools, bools, bools),
+)
+# Values Python confuses (True == 1, {1, True} has one element) where the language does not.
+mixed = st.one_of(st.sampled_from([0, 1, True, False]).map(ast.Lit), attr("admin"), attr("level"))
+confusing = st.one_of(
+    mixed,
+    st.builds(ast.Binary, st.sampled_from(["==", "!=", "&&", "||"]), mixed, mixed),
+    st.builds(ast.If, bools, mixed, mixed),
+    st.builds(ast.Unary, st.just("!"), mixed),
+    st.builds(
+        ast.MethodCall,
+        st.lists(mixed, max_size=3).map(lambda xs: ast.SetLit(tuple(xs))),
+        st.just("contains"),
+        mixed.map(lambda x: (x,)),
+    ),
+    st.builds(
+        ast.Binary,
+        st.just("=="),
+        st.lists(mixed, max_size=2).map(lambda xs: ast.SetLit(tuple(xs))),
+        st.lists(mixed, max_size=2).map(lambda xs: ast.SetLit(tuple(xs))),
+    ),
+)
+exprs = often(bools, bools, confusing, untyped)  # typed half of the time
 
 
 def scope(var: str) -> st.SearchStrategy[ast.ScopeConstraint]:
     pool = USERS + GROUPS if var == "principal" else DOCS + FOLDERS
-    return st.one_of(
+    return often(
         st.just(ast.ScopeConstraint(var)),  # type: ignore[arg-type]
         st.builds(ast.ScopeConstraint, st.just(var), st.just("eq"), st.sampled_from(pool)),
         st.builds(ast.ScopeConstraint, st.just(var), st.just("in"), st.sampled_from(pool)),
@@ -192,7 +305,7 @@ def scope(var: str) -> st.SearchStrategy[ast.ScopeConstraint]:
     )
 
 
-actions = st.one_of(
+actions = often(
     st.just(ast.ActionConstraint()),
     st.builds(ast.ActionConstraint, st.just("eq"), st.sampled_from(ACTIONS).map(lambda a: (a,))),
     st.builds(ast.ActionConstraint, st.just("in"), st.sampled_from(ACTIONS).map(lambda a: (a,))),
@@ -216,10 +329,10 @@ policies = st.builds(
 
 requests = st.builds(
     Request,
-    st.none() | st.sampled_from(USERS + GROUPS),
+    often(st.sampled_from(USERS[:2]), st.sampled_from(USERS + GROUPS), st.none()),
     st.sampled_from(ACTIONS),
-    st.sampled_from(DOCS + FOLDERS + USERS),
-    st.dictionaries(st.sampled_from(ATTRS), values, max_size=3).map(RecordValue),
+    often(st.sampled_from(DOCS[:2]), st.sampled_from(DOCS + FOLDERS + USERS)),
+    record(ATTRS),
 )
 
 
@@ -228,7 +341,7 @@ def atoms(raw: RawDecision) -> dict[str, tuple[bool, Any, bool]]:
 
 
 @settings(
-    max_examples=150,
+    max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
