@@ -45,27 +45,33 @@ validation is off for both engines in the side-by-side rows, and polang's signed
 alone.
 
 Measured on 2026-11-22: 2 cores (Intel Xeon @ 2.50GHz) shared with other sessions, load
-average 1.5-1.8, Python 3.11.7, cedarling-python 2.5.20, polang at the commit that added
-this file; ``--requests 3000 --startups 7``, two runs (medians / p99 in microseconds)::
+average 1.5-2.5, Python 3.11.7, cedarling-python 2.5.20; ``--requests 3000 --startups 7``;
+runs 1 and 2 at polang 0b9772f, run 3 at 956d32e (medians / p99 in microseconds)::
 
     row                                               polang         cedarling      ced/pol
     start-up, directory store (fresh process)   331163 / 371402   16543 / 21061   0.05x
                                                 229807 / 378893   15585 / 21912   0.07x
+                                                212246 / 335482   15715 / 32814   0.07x
     authorize_unsigned (8-request mix)            203 / 394       147 / 194       0.72x
                                                   111 / 234        83 / 160       0.74x
+                                                  111 / 303        83 / 256       0.75x
     multi_issuer, 3 tokens, sig off, same tokens  316 / 981       535 / 4616      1.69x
                                                   227 / 521       327 / 664       1.44x
+                                                  221 / 434       316 / 587       1.43x
     multi_issuer, 3 tokens, sig off, fresh tokens 714 / 1753      683 / 883       0.96x
                                                   692 / 1857      659 / 1804      0.95x
+                                                  459 / 1276      425 / 797       0.93x
     multi_issuer, 3 tokens, sig on, same tokens   148 / 450       -
                                                   288 / 517       -
+                                                  266 / 542       -
     multi_issuer, 3 tokens, sig on, fresh tokens 2022 / 10610     -
                                                  1093 / 2517      -
+                                                 1840 / 3425      -
 
 Decisions and reasons were identical in both engines on every call. Against the targets of
-``design.md``: ``authorize_unsigned`` is about 0.73x of cedarling (target: at least 1x);
+``design.md``: ``authorize_unsigned`` is about 0.74x of cedarling (target: at least 1x);
 ``authorize_multi_issuer`` with 3 tokens is 1.4-1.7x faster than cedarling when the tokens
-were seen before and on par (0.95x) with fresh tokens (target: at least 1x); start-up is
+were seen before and on par (0.93-0.96x) with fresh tokens (target: at least 1x); start-up is
 14-20x slower (target: within 2x). Where the time goes (cProfile, same store):
 
 - start-up: about 80% is lark building the LALR parser of the policy grammar on first use
