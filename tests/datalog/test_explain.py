@@ -150,7 +150,9 @@ def test_forbids_are_shown_apart_from_no_permit(auth: Authorizer) -> None:
     assert "forbids that applied" in text
     assert "overridden" in text
     assert "no permit applied" not in text
-    tag_reads = [r for r in e.policy("team-tag").derivation.all_reads() if r.kind == "tag"]
+    tag_derivation = e.policy("team-tag").derivation
+    assert tag_derivation is not None
+    tag_reads = [r for r in tag_derivation.all_reads() if r.kind == "tag"]
     assert tag_reads and tag_reads[0].text == 'User::"bob".getTag("team") = "blue"'
 
 
@@ -287,7 +289,9 @@ def test_explanation_of_sets_and_records_is_json_ready() -> None:
     e = explain(auth, ALICE, VIEW, DOC, None, [doc, ENTITIES[0], ENTITIES[1]])
     assert e.allow
     json.dumps(e.to_dict())
-    hier = [r for r in e.policy("s").derivation.all_reads() if r.kind == "hierarchy"]
+    derivation = e.policy("s").derivation
+    assert derivation is not None
+    hier = [r for r in derivation.all_reads() if r.kind == "hierarchy"]
     assert hier[0].text == 'User::"alice"'
 
 
