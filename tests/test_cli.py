@@ -448,11 +448,6 @@ def test_conformance_reports_failures(capsys: Capsys, tmp_path: Path) -> None:
     assert "shouldValidate" not in out and json.loads(out.splitlines()[-1])["validation_ok"] is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli.py: `polang conformance` on a directory without test files (a mistyped path) "
-    "reports 0 files and exits 0, so a CI step cannot tell it from a passing run",
-)
 def test_conformance_on_an_empty_or_missing_directory_is_an_error(
     capsys: Capsys, tmp_path: Path
 ) -> None:
@@ -460,12 +455,6 @@ def test_conformance_on_an_empty_or_missing_directory_is_an_error(
     assert code == 2 and "no-such-pack" in err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine_cli.py: `--config` naming a store source other than the one --store "
-    "implies (e.g. ENGINE_POLICY_STORE_URI in a deployment file) fails with 'more than one "
-    "policy store source'; --store should replace the file's store",
-)
 def test_authorize_store_flag_overrides_the_config_file_store(
     capsys: Capsys, tmp_path: Path
 ) -> None:

@@ -175,6 +175,10 @@ def run_corpus(
 ) -> Summary:
     root = Path(root)
     files = list(test_files(root))
+    if not files:
+        raise PolangError(
+            f"{root}: no conformance test files (expected corpus-tests/*.json or tests/*/*.json)"
+        )
     if limit is not None:
         files = files[:limit]
     summary = Summary()

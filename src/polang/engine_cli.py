@@ -26,7 +26,9 @@ def _store_config(store: str, config_file: str | None) -> Any:
 
     base = Config.from_file(config_file) if config_file else Config()
     key = "policy_store_uri" if "://" in store else "policy_store_local_fn"
-    return base.replace(**{key: store})
+    # --store replaces whatever store the configuration file names
+    sources = {"policy_store_uri": None, "policy_store_local_fn": None, "policy_store_local": None}
+    return base.replace(**{**sources, key: store})
 
 
 def cmd_authorize(args: argparse.Namespace) -> int:
