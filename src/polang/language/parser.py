@@ -139,6 +139,7 @@ def get_parser() -> Lark:
                     lexer="basic",
                     start=["policies", "expression", "entity_ref"],
                     maybe_placeholders=False,
+                    cache=True,  # the LALR tables, reused across processes (start-up time)
                 )
     return _PARSER
 
