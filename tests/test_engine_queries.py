@@ -71,3 +71,22 @@ def test_who_can_with_unknown_context_reports_conditionals(engine: Engine) -> No
     assert result["kind"] == "who_can"
     with pytest.raises(RequestError, match="not an entity reference"):
         engine.who_can('Acme::Action::"read"', "roadmap")
+
+
+def test_metric_entries_count_decisions() -> None:
+    engine = Engine(
+        {
+            "ENGINE_POLICY_STORE_LOCAL_FN": str(REPO / "examples/stores/directory"),
+            "ENGINE_LOG_TYPE": "memory",
+        }
+    )
+    for _ in range(3):
+        engine.authorize_unsigned('Acme::Action::"read"', DOC, {}, ALICE)
+    engine.authorize_unsigned('Acme::Action::"delete"', DOC, {}, ALICE)
+    engine.close()
+    metrics = engine.get_logs_by_tag("Metric")
+    assert len(metrics) == 1
+    m = metrics[0]
+    assert m["counters"] == {"authorize_calls": 4, "allow": 3, "deny": 1}
+    assert m["timings"]["decision_time_micro_sec"]["count"] == 4
+    assert m["gauges"]["policy_count"] == 5

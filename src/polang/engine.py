@@ -48,6 +48,9 @@ from polang.tokens.model import DroppedToken, ProcessedTokens, TokenInput
 from polang.tokens.processor import TokenProcessor
 from polang.tokens.settings import IssuerSettings, TokenSettings
 
+METRICS_INTERVAL = 60.0
+"""Seconds between two Metric log entries written while deciding."""
+
 # ---------------------------------------------------------------- results
 
 
@@ -207,6 +210,7 @@ class Engine:
         )
         self._refresher: Any = None
         self._lock = threading.Lock()
+        self._last_metrics = time.monotonic()
         if (
             self._source is not None
             and self._source.kind in ("archive_url", "legacy_url")
@@ -264,9 +268,11 @@ class Engine:
         )
 
     def close(self) -> None:
-        """Stop background refresh and close HTTP clients."""
+        """Stop background refresh, write pending metrics and close HTTP clients."""
         if self._refresher is not None:
             self._refresher.stop()
+        if self.logger.enabled:
+            self.flush_metrics()
         self._snap.tokens.close()
 
     def __enter__(self) -> Engine:
@@ -610,6 +616,15 @@ class Engine:
             dropped,
         )
         if self.logger.enabled:
+            elapsed = int((time.perf_counter() - started) * 1e6)
+            metrics = self.logger.metrics
+            metrics.increment("authorize_calls")
+            metrics.increment("allow" if d.allow else "deny")
+            if d.errors:
+                metrics.increment("policy_errors", len(d.errors))
+            if dropped:
+                metrics.increment("dropped_tokens", len(dropped))
+            metrics.observe("decision_time_micro_sec", elapsed)
             self.logger.decision(
                 request_id=request_id,
                 decision=d.allow,
@@ -620,11 +635,27 @@ class Engine:
                 errors=errors,
                 tokens=token_ids,
                 dropped_tokens=[x.to_dict() for x in dropped or []],
-                decision_time_micro_sec=int((time.perf_counter() - started) * 1e6),
+                decision_time_micro_sec=elapsed,
                 policystore_id=snap.store.id,
                 policystore_version=snap.store.version,
             )
+            now = time.monotonic()
+            if now - self._last_metrics >= METRICS_INTERVAL:
+                self.flush_metrics()
         return result
+
+    def flush_metrics(self) -> dict[str, Any] | None:
+        """Write the counters and timings gathered since the last Metric entry.
+
+        Happens by itself every ``METRICS_INTERVAL`` seconds of decisions and on ``close``.
+        """
+        self._last_metrics = time.monotonic()
+        snap = self._snap
+        self.logger.metrics.set_gauge("policy_count", len(snap.authorizer.policies))
+        self.logger.metrics.set_gauge("default_entity_count", len(snap.store.default_entities))
+        return self.logger.flush_metrics(
+            policystore_id=snap.store.id, policystore_version=snap.store.version
+        )
 
     # -- logs -----------------------------------------------------------------------------
 
