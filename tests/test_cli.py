@@ -467,3 +467,25 @@ def test_authorize_store_flag_overrides_the_config_file_store(
     )
     assert code == 0, err
     assert out.splitlines()[0] == "ALLOW"
+
+
+def test_explain_takes_single_entity_files(capsys: Capsys) -> None:
+    repo = Path(__file__).resolve().parent.parent
+    code, out, _ = run(
+        capsys,
+        "explain",
+        "--store",
+        str(repo / "examples/stores/directory"),
+        "--entities",
+        str(repo / "examples/requests/alice.json"),
+        str(repo / "examples/requests/roadmap.json"),
+        "--principal",
+        'Acme::User::"alice"',
+        "--action",
+        'Acme::Action::"edit"',
+        "--resource",
+        'Acme::Document::"roadmap"',
+    )
+    assert code == 1  # deny, as `polang authorize`
+    assert "DENY" in out
+    assert "principal.clearance >= 3" in out

@@ -99,7 +99,10 @@ def load_inputs(args: argparse.Namespace, backend: str = "compiled") -> Inputs:
         if schema is not None:
             entities.extend(schema.action_entities())
     for f in args.entities or ():
-        entities.extend(parse_entities(_read(f, "entities"), schema, filename=f))
+        text = _read(f, "entities")
+        if text.lstrip().startswith("{"):  # one entity object, as the request files hold
+            text = f"[{text}]"
+        entities.extend(parse_entities(text, schema, filename=f))
     return Inputs(Authorizer(policies, backend=backend), EntityFacts(entities), schema)
 
 
@@ -339,7 +342,7 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
         "--entities",
         nargs="+",
         metavar="FILE",
-        help="entity JSON files (laid over the store's default entities)",
+        help="entity JSON files: arrays or single entities (laid over the store's defaults)",
     )
     g.add_argument(
         "--context",
