@@ -253,6 +253,7 @@ def _literal(lit: _Lit) -> Any:
 
 
 _SERIAL = itertools.count(1)
+_DECISION = "o_decision"  # the backend's own query predicate (IR predicates are ``q_*``)
 
 
 class _Shared:
@@ -334,6 +335,18 @@ class PyDatalogBackend:
         self._policy_tokens = {pid: token(pid) for pid in program.policies}
         self._tokens.extend(self._policy_tokens.values())
         self._groups = program.by_head()
+        # One query for the whole decision, so its subgoals are tabled once, not per atom:
+        #   o_decision(allow, "") :- allow.   o_decision(K, P) :- K(P)  for reason, errored.
+        keys = {k: token(k) for k in ("allow", "reason", "errored", "")}
+        self._tokens.extend(keys.values())
+        self._decision_keys = {tok: k for k, tok in keys.items()}
+        self._clauses.append(
+            _Clause(_Lit(_DECISION, (keys["allow"], keys[""])), (_Lit(_pred_name("allow"), ()),))
+        )
+        for k in ("reason", "errored"):
+            self._clauses.append(
+                _Clause(_Lit(_DECISION, (keys[k], "P")), (_Lit(_pred_name(k), ("P",)),))
+            )
         weakref.finalize(self, _unregister, list(self._resolver_keys))
 
     # -- translation -------------------------------------------------------------------------
@@ -431,9 +444,13 @@ class PyDatalogBackend:
     def decide(self, request: Request, facts: EntityFacts, *, trace: bool = False) -> RawDecision:
         st = self._state()
         with self.session(request, facts):
-            allow = bool(self.ask("allow"))
-            reasons = sorted({r[0] for r in self.ask("reason", None)}, key=self._order.__getitem__)
-            errored = sorted({r[0] for r in self.ask("errored", None)}, key=self._order.__getitem__)
+            rows = pyEngine.Literal(_DECISION, [pyEngine.Var("K"), pyEngine.Var("P")]).ask()
+            found: dict[str, set[Any]] = {"allow": set(), "reason": set(), "errored": set()}
+            for k, p in rows or ():
+                found[self._decision_keys[k]].add(p.value)
+            allow = bool(found["allow"])
+            reasons = sorted(found["reason"], key=self._order.__getitem__)
+            errored = sorted(found["errored"], key=self._order.__getitem__)
             errors = [(pid, self._error_of(st, pid, request)) for pid in errored]
             outcomes = self._outcomes(dict(errors)) if trace else []
         return RawDecision(allow, reasons, errors, outcomes)
