@@ -10,11 +10,13 @@ from pyDatalog import pyEngine
 from pyDatalog.Logic import Logic
 
 from polang.datalog.authorizer import Authorizer, make_backend
+from polang.datalog.compiled import CompiledBackend
 from polang.datalog.facts import EntityFacts, Request
 from polang.datalog.fixed import parse_rules
 from polang.datalog.ir import Atom, Builtin, Const, PolicyInfo, Program, Rule, Var
 from polang.datalog.lower import lower_policies
 from polang.datalog.pydatalog import PyDatalogBackend, PyDatalogBackendError, Token, token
+from polang.language.ast import Policy
 from polang.language.entities import Entity
 from polang.language.extensions import FUNCTIONS
 from polang.language.parser import parse_policies
@@ -51,7 +53,7 @@ ENTITIES = [
 FACTS = EntityFacts(ENTITIES)
 
 
-def ids(text: str) -> dict[str, object]:
+def ids(text: str) -> dict[str, Policy]:
     return {f"policy{i}": p for i, p in enumerate(parse_policies(text))}
 
 
@@ -66,7 +68,7 @@ def decide(
     """The pydatalog decision, checked against the compiled backend on the way."""
     out = []
     for backend in ("pydatalog", "compiled"):
-        a = Authorizer(ids(text), backend=backend)  # type: ignore[arg-type]
+        a = Authorizer(ids(text), backend=backend)
         d = a.is_authorized(principal, action, resource, context or {}, facts)
         out.append((d.allow, d.reasons, {e.policy_id: e.error for e in d.errors}))
     assert (out[0][0], out[0][1], set(out[0][2])) == (out[1][0], out[1][1], set(out[1][2]))
@@ -234,7 +236,7 @@ def test_entity_that_does_not_exist() -> None:
 
 
 def backend_for(text: str) -> PyDatalogBackend:
-    b = make_backend(lower_policies(ids(text).items()), "pydatalog")  # type: ignore[arg-type]
+    b = make_backend(lower_policies(ids(text).items()), "pydatalog")
     assert isinstance(b, PyDatalogBackend) and b.name == "pydatalog"
     return b
 
@@ -416,3 +418,28 @@ def test_policy_info_is_all_the_backend_needs_besides_rules() -> None:
     bad = backend.decide(Request(ALICE, VIEW, DOC, RecordValue({})), FACTS)
     assert (bad.allow, bad.reasons, [p for p, _ in bad.errors]) == (False, [], ["p"])
     assert "ok" in bad.errors[0][1].message
+
+
+@pytest.mark.parametrize(
+    ("condition", "principal"),
+    [
+        ("!1", ALICE),
+        ('(false && !1) || !"x"', ALICE),
+        ("if 3 then true else false", ALICE),
+        ("0 && principal", None),
+        ("context.flag || principal == principal", None),
+        ("principal.age > 1", None),
+        ('true && (1 + "a")', ALICE),
+    ],
+)
+def test_error_messages_are_the_languages_first_error(
+    condition: str, principal: EntityUID | None
+) -> None:
+    """Errors no builtin raises are diagnosed from the atoms, in evaluation order."""
+    text = f"permit(principal, action, resource) when {{ {condition} }};"
+    program = lower_policies(ids(text).items())
+    req = Request(principal, VIEW, DOC, RecordValue({"flag": False}))
+    want = CompiledBackend(program).decide(req, FACTS).errors
+    got = PyDatalogBackend(program).decide(req, FACTS).errors
+    assert [(p, e.kind, e.message) for p, e in got] == [(p, e.kind, e.message) for p, e in want]
+    assert len(got) == 1

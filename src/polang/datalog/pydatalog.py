@@ -332,8 +332,7 @@ class PyDatalogBackend:
         self._clauses: list[_Clause] = [
             self._translate(rule, i, serial) for i, rule in enumerate(program.rules)
         ]
-        self._policy_tokens = {pid: token(pid) for pid in program.policies}
-        self._tokens.extend(self._policy_tokens.values())
+        self._tokens.extend(token(pid) for pid in program.policies)
         self._groups = program.by_head()
         # One query for the whole decision, so its subgoals are tabled once, not per atom:
         #   o_decision(allow, "") :- allow.   o_decision(K, P) :- K(P)  for reason, errored.
@@ -416,7 +415,8 @@ class PyDatalogBackend:
     def ask(self, pred: str, *args: Any) -> list[tuple[Any, ...]]:
         """Answers of ``pred(args)`` (``None`` = variable) in the current thread's engine.
 
-        Only meaningful during :meth:`decide` or :meth:`query`; values are decoded.
+        Only meaningful inside :meth:`session` (or during :meth:`decide`); rows hold every
+        argument, constants included, as polang values.
         """
         terms = [
             pyEngine.Var(f"V{i}") if a is None else pyEngine.Const(token(a))
@@ -451,14 +451,14 @@ class PyDatalogBackend:
             allow = bool(found["allow"])
             reasons = sorted(found["reason"], key=self._order.__getitem__)
             errored = sorted(found["errored"], key=self._order.__getitem__)
-            errors = [(pid, self._error_of(st, pid, request)) for pid in errored]
+            errors = [(pid, self._error_of(st, pid)) for pid in errored]
             outcomes = self._outcomes(dict(errors)) if trace else []
         return RawDecision(allow, reasons, errors, outcomes)
 
     def _cond_values(self, pid: str) -> list[Any]:
         return [row[1] for row in self.ask("cond", pid, None)]
 
-    def _error_of(self, st: _ThreadState, pid: str, request: Request) -> EvaluationError:
+    def _error_of(self, st: _ThreadState, pid: str) -> EvaluationError:
         """Why ``pid`` errored: a builtin's error, else the mismatch the atoms show."""
         recorded = st.errors.get(pid)
         if recorded is not None:
