@@ -116,6 +116,13 @@ def _check_object(v: object, path: str, what: str) -> dict[str, Any]:
 
 
 def _uid(v: object, path: str) -> EntityUID:
+    # Fast path: a plain dict (no duplicate keys possible) of two valid strings.
+    if type(v) is dict:
+        inner = v.get("__entity", v)
+        if type(inner) is dict and len(inner) == 2:
+            t, i = inner.get("type"), inner.get("id")
+            if type(t) is str and type(i) is str and name_error(t) is None:
+                return EntityUID(t, i)
     obj = _check_object(v, path, "an entity reference")
     if "__entity" in obj:
         path = json_path(path, "__entity")
