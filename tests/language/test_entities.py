@@ -706,3 +706,33 @@ def test_entities_round_trip_through_json(e: Entity) -> None:
     assert RecordValue(back.tags) == RecordValue(e.tags)
     for k in e.attrs:
         assert same_value(back.attrs[k], e.attrs[k])
+
+
+def test_fast_path_agrees_with_the_full_parser(corpus_dir: Path) -> None:
+    """parse_entity's per-request fast path gives the full parser's entity, or defers."""
+    from polang.language import entities as ent_mod
+    from polang.language.schema import parse_schema
+
+    checked = fast = 0
+    for spec_file in sorted((corpus_dir / "corpus-tests").glob("*.json"))[::5]:
+        if spec_file.name.endswith(".entities.json"):
+            continue
+        spec = json.loads(spec_file.read_text())
+        schema = parse_schema((corpus_dir / spec["schema"]).read_text())
+        for i, obj in enumerate(json.loads((corpus_dir / spec["entities"]).read_text())):
+            try:
+                full = ent_mod._parse_entity(obj, schema, f"$[{i}]")
+            except ent_mod._Bad:
+                full = None
+            quick = ent_mod._fast_entity(obj, schema)
+            checked += 1
+            if quick is not None:
+                fast += 1
+                assert full is not None, obj
+                assert (quick.uid, quick.attrs, quick.parents, quick.tags) == (
+                    full.uid,
+                    full.attrs,
+                    full.parents,
+                    full.tags,
+                ), obj
+    assert checked > 1000 and fast > checked // 8  # the corpus is rich in extension values

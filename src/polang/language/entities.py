@@ -452,12 +452,122 @@ def _uid_for_message(obj: object, key: str = "uid") -> EntityUID | None:
         return None
 
 
+# -- the per-request fast path -------------------------------------------------------------
+#
+# Request entities arrive as plain dicts on every call. For the common case (an entity of a
+# declared, non-enumerated type with well-typed attributes and parents, no tags) this path
+# converts without building JSON paths or error context. On anything else it gives up
+# (returns None) and the full parser above runs, so every error is still the full
+# parser's error, with its path. tests/language/test_entities.py checks both agree.
+
+_GIVE_UP = None
+
+
+def _fast_uid(v: Any) -> EntityUID | None:
+    if type(v) is not dict:
+        return None
+    inner = v.get("__entity", v)
+    if inner is not v and len(v) != 1:
+        return None
+    if type(inner) is not dict or len(inner) != 2:
+        return None
+    t, i = inner.get("type"), inner.get("id")
+    if type(t) is str and type(i) is str and name_error(t) is None:
+        return EntityUID(t, i)
+    return None
+
+
+def _fast_value(x: Any, t: SchemaType, schema: Schema) -> Any:
+    tx = type(x)
+    if isinstance(t, PrimType):
+        n = t.name
+        if n == "String":
+            return x if tx is str else None
+        if n == "Long":
+            return x if tx is int and LONG_MIN <= x <= LONG_MAX else None
+        return x if tx is bool else None
+    if isinstance(t, EntityRefType):
+        if tx is not dict or "__extn" in x:
+            return None
+        uid = _fast_uid(x)
+        if uid is None or uid.type != t.name:
+            return None
+        et = schema.entity_type(uid.type)
+        return uid if et is None or et.enum is None else None
+    if isinstance(t, SetType):
+        if tx is not list:
+            return None
+        out = []
+        for e in x:
+            v = _fast_value(e, t.element, schema)
+            if v is None:
+                return None
+            out.append(v)
+        return SetValue(out)
+    if isinstance(t, RecordType):
+        if tx is not dict or "__entity" in x or "__extn" in x:
+            return None
+        fields = _fast_record(x, t, schema)
+        return None if fields is None else RecordValue(fields)
+    return None  # extension values: the full parser converts them
+
+
+def _fast_record(obj: dict[str, Any], rt: RecordType, schema: Schema) -> dict[str, Any] | None:
+    if rt.additional:
+        return None
+    attrs = rt.attributes
+    fields: dict[str, Any] = {}
+    for k, x in obj.items():
+        attr = attrs.get(k)
+        if attr is None:
+            return None
+        v = _fast_value(x, attr.type, schema)
+        if v is None:
+            return None
+        fields[k] = v
+    if len(fields) != len(attrs):
+        for k, attr in attrs.items():
+            if attr.required and k not in fields:
+                return None
+    return fields
+
+
+def _fast_entity(o: Any, schema: Schema) -> Entity | None:
+    if type(o) is not dict or o.get("tags"):
+        return None
+    uid = _fast_uid(o.get("uid"))
+    attrs = o.get("attrs")
+    parents = o.get("parents", [])
+    if uid is None or type(attrs) is not dict or type(parents) is not list:
+        return None
+    et = schema.entity_type(uid.type)
+    if et is None or et.enum is not None or schema.is_action_type(uid.type):
+        return None
+    fields = _fast_record(attrs, et.shape, schema)
+    if fields is None:
+        return None
+    parent_uids = set()
+    for p in parents:
+        pu = _fast_uid(p)
+        if pu is None or pu.type not in et.member_of:
+            return None
+        pet = schema.entity_type(pu.type)
+        if pet is not None and pet.enum is not None:
+            return None
+        parent_uids.add(pu)
+    return Entity(uid, fields, parent_uids, {})
+
+
 def parse_entity(obj: object, schema: Schema | None = None, *, path: str = "$[0]") -> Entity:
     """One entity in the language's JSON form (``{"uid", "attrs", "parents", "tags"}``).
 
     With a schema, the attributes, parents and tags are checked and parsed by their
     declared types. Raises ``EntityError`` with ``uid`` and ``path`` set.
     """
+    if schema is not None:
+        fast = _fast_entity(obj, schema)
+        if fast is not None:
+            return fast
     try:
         return _parse_entity(obj, schema, path)
     except _Bad as bad:
