@@ -736,3 +736,23 @@ def test_fast_path_agrees_with_the_full_parser(corpus_dir: Path) -> None:
                     full.tags,
                 ), obj
     assert checked > 1000 and fast > checked // 8  # the corpus is rich in extension values
+
+
+def test_mapped_form_fast_path_equals_the_full_parse() -> None:
+    from polang.language import entities as ent_mod
+    from polang.language.schema import parse_schema
+
+    schema = parse_schema(
+        "entity G; entity U in [G] = { name: String, level: Long, tags?: Set<String> };"
+    )
+    obj = {"cedar_entity_mapping": {"entity_type": "U", "id": "a"}, "name": "A", "level": 3}
+    fast = ent_mod.parse_mapped_entity(obj, schema)
+    full = ent_mod._build(fast.uid, {"name": "A", "level": 3}, "$", [], {}, "$", schema, "$", "$")
+    assert (fast.uid, fast.attrs, fast.parents) == (full.uid, full.attrs, full.parents)
+    # anything the fast path does not take still gets the full parser's error
+    with pytest.raises(EntityError, match=r"level"):
+        ent_mod.parse_mapped_entity({**obj, "level": "3"}, schema)
+    with pytest.raises(EntityError, match=r"name"):
+        ent_mod.parse_mapped_entity(
+            {"cedar_entity_mapping": {"entity_type": "U", "id": "a"}, "level": 3}, schema
+        )

@@ -590,6 +590,15 @@ def parse_legacy_entity(obj: object, schema: Schema | None = None, *, path: str 
 def parse_mapped_entity(obj: object, schema: Schema | None = None, *, path: str = "$") -> Entity:
     """The compatibility form ``{"cedar_entity_mapping": {"entity_type": T, "id": I}, **attrs}``:
     every other key is an attribute; it has no parents and no tags."""
+    if schema is not None and type(obj) is dict:
+        m = obj.get("cedar_entity_mapping")
+        if type(m) is dict and len(m) == 2:
+            t, i = m.get("entity_type"), m.get("id")
+            if type(t) is str and type(i) is str:
+                attrs = {k: v for k, v in obj.items() if k != "cedar_entity_mapping"}
+                fast = _fast_entity({"uid": {"type": t, "id": i}, "attrs": attrs}, schema)
+                if fast is not None:
+                    return fast
     uid: EntityUID | None = None
     try:
         o = _check_object(obj, path, "an entity")
