@@ -63,3 +63,13 @@ def test_closure_matches_the_hierarchy_rules(edges: list[tuple[int, int]]) -> No
         {"entity": {(U(i),) for i in range(8)}, "parent": set(fx.parent_facts())},
     )["in"]
     assert derived == set(fx.in_facts())
+
+
+def test_request_entities_are_an_overlay_not_a_copy() -> None:
+    base = EntityFacts([Entity(U(i), {"i": i}, {U(i + 1)}) for i in range(1000)])
+    fx = base.with_entities([Entity(U(5000), parents={U(10)})])
+    assert fx._entities is None  # nothing merged yet: the request cost does not grow with N
+    assert fx.get(U(3)).attrs == {"i": 3}
+    assert U(999) in fx.ancestors_of(U(5000))  # through the base closure
+    assert len(fx.entities) == 1001  # merged on demand
+    assert fx.ancestors[U(5000)] == fx.ancestors_of(U(5000))

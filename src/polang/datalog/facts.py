@@ -60,74 +60,102 @@ def ancestor_closure(g: nx.DiGraph) -> dict[EntityUID, frozenset[EntityUID]]:
 
 
 class EntityFacts:
-    """An entity set with its hierarchy closure: what every request over it shares."""
+    """An entity set with its hierarchy closure: what every request over it shares.
 
-    __slots__ = ("ancestors", "by_uid", "entities", "get", "graph")
+    ``get(uid)`` and ``ancestors_of(uid)`` are the hot lookups (plain callables, bound
+    once). Facts made by :meth:`with_entities` lay a request's few entities *over* their
+    base instead of copying it, so a request costs the same over 10 or 10,000 default
+    entities; ``entities`` and ``ancestors`` are then merged only when asked for.
+    """
+
+    __slots__ = ("_ancestors", "_base", "_entities", "_extra", "ancestors_of", "get", "graph")
 
     def __init__(self, entities: EntityStore | Iterable[Entity]) -> None:
         store = entities if isinstance(entities, EntityStore) else EntityStore(entities)
-        self.entities = store
-        self._index()
+        self._entities: EntityStore | None = store
+        self._base: EntityFacts | None = None
+        self._extra: dict[EntityUID, Entity] = {}
         self.graph = hierarchy_graph(store)
-        self.ancestors = ancestor_closure(self.graph)
+        self._ancestors: dict[EntityUID, frozenset[EntityUID]] | None = ancestor_closure(self.graph)
+        self._bind()
 
-    def _index(self) -> None:
-        """Direct lookups for the hot path: ``get`` is the store's own ``dict.get``."""
-        self.by_uid: dict[EntityUID, Entity] = self.entities.as_dict()
-        self.get: Callable[[EntityUID], Entity | None] = self.by_uid.get
+    def _bind(self) -> None:
+        assert self._entities is not None and self._ancestors is not None
+        anc = self._ancestors
+        self.get: Callable[[EntityUID], Entity | None] = self._entities.as_dict().get
+        self.ancestors_of: Callable[[EntityUID], frozenset[EntityUID]] = lambda uid: anc.get(
+            uid, _EMPTY
+        )
 
-    def ancestors_of(self, uid: EntityUID) -> frozenset[EntityUID]:
-        return self.ancestors.get(uid, _EMPTY)
+    @property
+    def entities(self) -> EntityStore:
+        if self._entities is None:
+            assert self._base is not None
+            self._entities = self._base.entities.merged(self._extra.values())
+        return self._entities
+
+    @property
+    def ancestors(self) -> dict[EntityUID, frozenset[EntityUID]]:
+        """Strict ancestors by uid (entities with none may be absent)."""
+        if self._ancestors is None:
+            assert self._base is not None
+            merged = dict(self._base.ancestors)
+            for uid in self._extra:
+                merged[uid] = self.ancestors_of(uid)
+            self._ancestors = merged
+        return self._ancestors
 
     def is_in(self, a: EntityUID, b: EntityUID) -> bool:
         """``in(a, b)``: reflexive, transitive membership."""
-        return a == b or b in self.ancestors.get(a, _EMPTY)
+        return a == b or b in self.ancestors_of(a)
 
     def with_entities(self, extra: Iterable[Entity]) -> EntityFacts:
         """These facts with request entities laid over them (request entities win).
 
-        Adding new leaves only needs their own ancestors; replacing an entity's parents
-        can change its descendants' closures, so that case recomputes the closure.
+        New entities and replacements with the same parents only need the new entities'
+        own ancestors (an overlay); replacing an entity's parents can change its
+        descendants' closures, so that case builds the closure afresh.
         """
         extra = list(extra)
         if not extra:
             return self
-        merged = self.entities.merged(extra)
-        needs_full = False
+        base_get = self.get
         for e in extra:
-            old = self.entities.get(e.uid)
+            old = base_get(e.uid)
             if old is not None and old.parents != e.parents:
-                needs_full = True
-                break
-        out = EntityFacts.__new__(EntityFacts)
-        out.entities = merged
-        out._index()
-        if needs_full:
-            out.graph = hierarchy_graph(merged)
-            out.ancestors = ancestor_closure(out.graph)
-            return out
-        out.graph = self.graph
-        anc = dict(self.ancestors)
-        pending = {e.uid: e for e in extra if self.entities.get(e.uid) is None}
+                return EntityFacts(self.entities.merged(extra))
+        overlay = {e.uid: e for e in extra}
+        base_anc = self.ancestors_of
+        own: dict[EntityUID, frozenset[EntityUID]] = {}
+        pending = {uid: e for uid, e in overlay.items() if base_get(uid) is None}
 
         def resolve(uid: EntityUID, seen: frozenset[EntityUID]) -> frozenset[EntityUID]:
-            if uid in anc:
-                return anc[uid]
+            if uid in own:
+                return own[uid]
             e = pending.get(uid)
             if e is None:
-                return _EMPTY
+                return base_anc(uid)
             acc: set[EntityUID] = set()
             for p in e.parents:
                 acc.add(p)
                 if p not in seen:
                     acc |= resolve(p, seen | {uid})
             result = frozenset(acc - {uid}) if uid not in acc else frozenset(acc)
-            anc[uid] = result
+            own[uid] = result
             return result
 
         for uid in pending:
             resolve(uid, frozenset())
-        out.ancestors = anc
+        out = EntityFacts.__new__(EntityFacts)
+        out._base = self
+        out._extra = overlay
+        out._entities = None
+        out._ancestors = None
+        out.graph = self.graph
+        ov_get = overlay.get
+        own_get = own.get
+        out.get = lambda uid: ov_get(uid) or base_get(uid)
+        out.ancestors_of = lambda uid: own_get(uid) or base_anc(uid)
         return out
 
     # -- as Datalog facts (pydatalog backend, traces, bulk queries) ---------------------

@@ -153,10 +153,10 @@ def _scope_lines(w: _Writer, body: tuple[Any, ...]) -> bool:
         ):
             v, c = bound[lit.args[0].name], w.name_of(lit.args[1].value, "K")
             if lit.op == "scope_in":
-                w.line(1, f"if not ({v} == {c} or {c} in anc({v}, EMPTY)): return OUT")
+                w.line(1, f"if not ({v} == {c} or {c} in anc({v})): return OUT")
                 continue
             if lit.op == "scope_in_any":
-                w.line(1, f"if not ({v} in {c} or not {c}.isdisjoint(anc({v}, EMPTY))): return OUT")
+                w.line(1, f"if not ({v} in {c} or not {c}.isdisjoint(anc({v}))): return OUT")
                 continue
             if lit.op == "scope_is":
                 w.line(1, f"if {v}.type != {c}: return OUT")
@@ -174,7 +174,7 @@ def generate_policy(compiler: Any, scope_body: tuple[Any, ...], cond_pred: str) 
     w = _Writer(compiler)
     w.env.update({"OUT": OUT_OF_SCOPE, "EMPTY": frozenset()})
     w.line(0, "def policy(r, fx):")
-    w.line(1, "anc = fx.ancestors.get")
+    w.line(1, "anc = fx.ancestors_of")
     if not _scope_lines(w, scope_body):
         return None
     w.emit(cond_pred, "v", 1)
