@@ -639,18 +639,21 @@ class EnvChecker:
 
         return then(self.expect(caps, cond, ONLY_BOOL), after_test)
 
-    def tc_and(self, caps: Caps, e: Node) -> Answer:
-        # `a && b && c` is `(a && b) && c`: walk the left spine iteratively, so long
-        # chains do not recurse once per operand
+    def _chain(self, caps: Caps, e: Node, step: Callable[[Caps, Answer, Node], Answer]) -> Answer:
+        # `a && b && c` is `(a && b) && c` (likewise `||`): walk the left spine
+        # iteratively, so long chains do not recurse once per operand
         rights: list[Node] = []
         node = e
-        while node.kind == "and":
+        while node.kind == e.kind:
             rights.append(node.args[1])
             node = node.args[0]
         la = self.expect(caps, node, ONLY_BOOL)
         for right in reversed(rights):
-            la = self._and_step(caps, la, right)
+            la = step(caps, la, right)
         return la
+
+    def tc_and(self, caps: Caps, e: Node) -> Answer:
+        return self._chain(caps, e, self._and_step)
 
     def _and_step(self, caps: Caps, la: Answer, right: Node) -> Answer:
         tl = la.ty
@@ -673,15 +676,7 @@ class EnvChecker:
         return r if (la.ok and ra.ok) else Answer(False, r.ty)
 
     def tc_or(self, caps: Caps, e: Node) -> Answer:
-        rights: list[Node] = []
-        node = e
-        while node.kind == "or":
-            rights.append(node.args[1])
-            node = node.args[0]
-        la = self.expect(caps, node, ONLY_BOOL)
-        for right in reversed(rights):
-            la = self._or_step(caps, la, right)
-        return la
+        return self._chain(caps, e, self._or_step)
 
     def _or_step(self, caps: Caps, la: Answer, right: Node) -> Answer:
         tl = la.ty
