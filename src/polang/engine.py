@@ -486,6 +486,19 @@ class Engine:
                 ) from None
         return self._entity(value, what, self._snap.store.schema).uid
 
+    def _subject(
+        self,
+        snap: _Snapshot,
+        value: str | EntityUID | Mapping[str, Any] | Entity,
+        what: str,
+    ) -> tuple[EntityUID, EntityFacts]:
+        """A query's fixed principal or resource: a reference into the store, or an entity
+        given in full (laid over the store for this query)."""
+        if isinstance(value, Mapping | Entity):
+            ent = self._entity(value, what, snap.store.schema)
+            return ent.uid, snap.facts.with_entities([ent])
+        return self._uid(value, what), snap.facts
+
     def _query_context(
         self, context: Mapping[str, Any] | RecordValue | None, action: EntityUID | None
     ) -> RecordValue | None:
@@ -509,11 +522,7 @@ class Engine:
         """
         snap = self._snap
         act = self._action(action)
-        facts = snap.facts
-        if isinstance(resource, Mapping | Entity):
-            ent = self._entity(resource, "resource", snap.store.schema)
-            facts = facts.with_entities([ent])
-        res = self._uid(resource, "resource")
+        res, facts = self._subject(snap, resource, "resource")
         return who_can(
             snap.authorizer,
             facts,
@@ -537,11 +546,7 @@ class Engine:
         """Every (action, resource) of the store the policies allow ``principal``."""
         snap = self._snap
         act = self._action(action) if action is not None else None
-        facts = snap.facts
-        if isinstance(principal, Mapping | Entity):
-            ent = self._entity(principal, "principal", snap.store.schema)
-            facts = facts.with_entities([ent])
-        prin = self._uid(principal, "principal")
+        prin, facts = self._subject(snap, principal, "principal")
         return what_can(
             snap.authorizer,
             facts,
