@@ -22,7 +22,7 @@ from polang.language.schema import (
     SetType,
 )
 from polang.language.values import LONG_MAX, LONG_MIN, EntityUID, RecordValue, SetValue, Value
-from polang.tokens.settings import ClaimMapping
+from polang.tokens.settings import ClaimMapping, describe_json
 
 
 class ClaimError(Exception):
@@ -94,7 +94,7 @@ def to_value(v: Any, t: SchemaType | None, where: str) -> Value:
                 return v == "true"
             raise ClaimError(f"{where}: expected a Bool, got {v!r}")
         if isinstance(v, (dict, list)) or v is None:
-            raise ClaimError(f"{where}: expected a String, got {_kind(v)}")
+            raise ClaimError(f"{where}: expected a String, got {describe_json(v)}")
         return _scalar_text(v)
     if isinstance(t, SetType):
         items = v if isinstance(v, list) else [v]
@@ -103,7 +103,7 @@ def to_value(v: Any, t: SchemaType | None, where: str) -> Value:
         if isinstance(v, RecordValue):
             v = {k: x for k, x in v.fields.items()}
         if not isinstance(v, dict):
-            raise ClaimError(f"{where}: expected a record, got {_kind(v)}")
+            raise ClaimError(f"{where}: expected a record, got {describe_json(v)}")
         fields: dict[str, Value] = {}
         for name, attr in t.attributes.items():
             if name in v and v[name] is not None:
@@ -124,7 +124,7 @@ def to_value(v: Any, t: SchemaType | None, where: str) -> Value:
             ref = v.get("__entity", v)
             if isinstance(ref, dict) and isinstance(ref.get("id"), str):
                 return EntityUID(str(ref.get("type", t.name)), ref["id"])
-        raise ClaimError(f"{where}: expected an entity id for {t.name}, got {_kind(v)}")
+        raise ClaimError(f"{where}: expected an entity id for {t.name}, got {describe_json(v)}")
     if isinstance(t, ExtensionType):
         raise ClaimError(
             f"{where}: claims cannot yet be converted to the extension type {t.name}; "
@@ -146,23 +146,7 @@ def _untyped(v: Any, where: str) -> Value:
         return SetValue(_untyped(e, f"{where}[{i}]") for i, e in enumerate(v) if e is not None)
     if isinstance(v, dict):
         return RecordValue({k: _untyped(x, f"{where}.{k}") for k, x in v.items() if x is not None})
-    raise ClaimError(f"{where}: cannot represent {_kind(v)}")
-
-
-def _kind(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "a boolean"
-    if isinstance(v, (int, float)):
-        return "a number"
-    if isinstance(v, str):
-        return "a string"
-    if isinstance(v, list):
-        return "an array"
-    if isinstance(v, dict):
-        return "an object"
-    return type(v).__name__
+    raise ClaimError(f"{where}: cannot represent {describe_json(v)}")
 
 
 # ---------------------------------------------------------------- claim mappings
@@ -170,7 +154,7 @@ def _kind(v: Any) -> str:
 
 def _regex_one(text: Any, m: ClaimMapping, where: str) -> dict[str, Any] | None:
     if not isinstance(text, str):
-        raise ClaimError(f"{where}: the regex mapping needs a string, got {_kind(text)}")
+        raise ClaimError(f"{where}: the regex mapping needs a string, got {describe_json(text)}")
     assert m.pattern is not None
     found = m.pattern.search(text)
     if found is None:
@@ -200,7 +184,7 @@ def _json_one(v: Any, where: str) -> dict[str, Any]:
         except ValueError as e:
             raise ClaimError(f"{where}: the json mapping needs a JSON object ({e})") from e
     if not isinstance(v, dict):
-        raise ClaimError(f"{where}: the json mapping needs a JSON object, got {_kind(v)}")
+        raise ClaimError(f"{where}: the json mapping needs a JSON object, got {describe_json(v)}")
     return v
 
 

@@ -50,7 +50,8 @@ _GROUP_NAME_RE = re.compile(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
 RegexValueType = Literal["String", "Number", "Boolean"]
 
 
-def _describe(v: object) -> str:
+def describe_json(v: object) -> str:
+    """A claim's or record field's JSON kind, for messages ("a string", "an array"...)."""
     if v is None:
         return "null"
     if isinstance(v, bool):
@@ -73,7 +74,7 @@ def _fail(path: str, msg: str) -> PolicyStoreError:
 def _want_str(d: Mapping[str, Any], key: str, path: str, *, allow_empty: bool = False) -> str:
     v = d[key]
     if not isinstance(v, str):
-        raise _fail(f"{path}.{key}", f"expected a string, got {_describe(v)}")
+        raise _fail(f"{path}.{key}", f"expected a string, got {describe_json(v)}")
     if not allow_empty and not v:
         raise _fail(f"{path}.{key}", "must not be empty")
     return v
@@ -81,11 +82,11 @@ def _want_str(d: Mapping[str, Any], key: str, path: str, *, allow_empty: bool = 
 
 def _want_str_list(v: object, path: str) -> tuple[str, ...]:
     if not isinstance(v, list):
-        raise _fail(path, f"expected an array of strings, got {_describe(v)}")
+        raise _fail(path, f"expected an array of strings, got {describe_json(v)}")
     out = []
     for i, e in enumerate(v):
         if not isinstance(e, str) or not e:
-            raise _fail(f"{path}[{i}]", f"expected a non-empty string, got {_describe(e)}")
+            raise _fail(f"{path}[{i}]", f"expected a non-empty string, got {describe_json(e)}")
         out.append(e)
     return tuple(out)
 
@@ -142,7 +143,7 @@ class ClaimMapping:
     @classmethod
     def from_dict(cls, d: object, path: str) -> ClaimMapping:
         if not isinstance(d, dict):
-            raise _fail(path, f"expected an object, got {_describe(d)}")
+            raise _fail(path, f"expected an object, got {describe_json(d)}")
         d = _present(d)
         if "parser" not in d:
             raise _fail(path, "missing field 'parser' (regex or json)")
@@ -175,7 +176,7 @@ class ClaimMapping:
                     f"(groups: {', '.join(sorted(group_names)) or 'none'})",
                 )
             if not isinstance(spec, dict):
-                raise _fail(gpath, f"expected an object {{attr, type}}, got {_describe(spec)}")
+                raise _fail(gpath, f"expected an object {{attr, type}}, got {describe_json(spec)}")
             _check_keys(spec, ("attr", "type"), gpath)
             if "attr" not in spec:
                 raise _fail(gpath, "missing field 'attr'")
@@ -234,7 +235,7 @@ class TokenMetadata:
     ) -> TokenMetadata:
         """Validate one JSON record. ``token_name`` supplies the spec's default type name."""
         if not isinstance(d, dict):
-            raise _fail(path, f"expected an object, got {_describe(d)}")
+            raise _fail(path, f"expected an object, got {describe_json(d)}")
         d = _present(d)
         _check_keys(d, _METADATA_FIELDS, path)
         if "entity_type_name" in d:
@@ -256,7 +257,9 @@ class TokenMetadata:
         kw: dict[str, Any] = {"entity_type_name": etn}
         if "trusted" in d:
             if not isinstance(d["trusted"], bool):
-                raise _fail(f"{path}.trusted", f"expected a boolean, got {_describe(d['trusted'])}")
+                raise _fail(
+                    f"{path}.trusted", f"expected a boolean, got {describe_json(d['trusted'])}"
+                )
             kw["trusted"] = d["trusted"]
         for key in ("token_id", "user_id", "workload_id"):
             if key in d:
@@ -270,7 +273,7 @@ class TokenMetadata:
             else:
                 raise _fail(
                     f"{path}.role_mapping",
-                    f"expected a string or an array of strings, got {_describe(rm)}",
+                    f"expected a string or an array of strings, got {describe_json(rm)}",
                 )
             kw["role_mapping_explicit"] = True
         for key in ("principal_mapping", "required_claims"):
@@ -279,7 +282,7 @@ class TokenMetadata:
         if "claim_mapping" in d:
             cm = d["claim_mapping"]
             if not isinstance(cm, dict):
-                raise _fail(f"{path}.claim_mapping", f"expected an object, got {_describe(cm)}")
+                raise _fail(f"{path}.claim_mapping", f"expected an object, got {describe_json(cm)}")
             kw["claim_mapping"] = {
                 claim: ClaimMapping.from_dict(spec, f"{path}.claim_mapping.{claim}")
                 for claim, spec in cm.items()
@@ -318,7 +321,7 @@ class IssuerSettings:
         """Validate one trusted issuer record (``trusted_issuers.<issuer_id>``)."""
         path = path or f"trusted_issuers.{issuer_id}"
         if not isinstance(d, dict):
-            raise _fail(path, f"expected an object, got {_describe(d)}")
+            raise _fail(path, f"expected an object, got {describe_json(d)}")
         d = _present(d)
         if "tokens_metadata" in d:
             raise _fail(
@@ -344,7 +347,7 @@ class IssuerSettings:
         metadata: dict[str, TokenMetadata] = {}
         tm = d.get("token_metadata", {})
         if not isinstance(tm, dict):
-            raise _fail(f"{path}.token_metadata", f"expected an object, got {_describe(tm)}")
+            raise _fail(f"{path}.token_metadata", f"expected an object, got {describe_json(tm)}")
         seen_types: dict[str, str] = {}
         for token_name, spec in tm.items():
             mpath = f"{path}.token_metadata.{token_name}"
