@@ -287,6 +287,16 @@ EXT_FUNCTIONS: dict[str, ExtFunction] = _ext_functions()
 # types that `<`, `<=`, `>`, `>=` accept (both operands of the same type)
 COMPARABLE: tuple[Type, ...] = (LONG, DATETIME, DURATION)
 
+
+def _set_method_hint(t: Type) -> str | None:
+    """What the author probably meant when a set method is called on a non-set."""
+    if type(t) is EntityType:
+        return "in"
+    if type(t) is RecordType:
+        return "has"
+    return "like" if t == STRING else None
+
+
 LiteralChecker = Callable[[str, str], str | None]
 """``(kind, text) -> None`` when ``text`` parses as a ``kind`` value, else the reason."""
 
@@ -946,34 +956,20 @@ class EnvChecker:
     def tc_contains(self, caps: Caps, e: Node) -> Answer:
         a1, a2 = e.args
 
-        def helper(t: Type) -> str | None:
-            if type(t) is EntityType:
-                return "in"
-            if type(t) is RecordType:
-                return "has"
-            return "like" if t == STRING else None
-
         def after(t1: Type | None, t2: Type | None) -> Answer:
             elem = t1.element if type(t1) is SetType else None
             return self.strict_equality(e, BOOL, elem, t2, "contains")
 
         return then(
-            self.expect_help(caps, a1, (ANY_SET,), helper),
+            self.expect_help(caps, a1, (ANY_SET,), _set_method_hint),
             lambda t1, _: then(self.tc(caps, a2), lambda t2, _: after(t1, t2)),
         )
 
     def tc_contains_all_any(self, caps: Caps, e: Node) -> Answer:
         a1, a2 = e.args
 
-        def helper(t: Type) -> str | None:
-            if type(t) is EntityType:
-                return "in"
-            if type(t) is RecordType:
-                return "has"
-            return "like" if t == STRING else None
-
         return then(
-            self.expect_help(caps, a1, (ANY_SET,), helper),
+            self.expect_help(caps, a1, (ANY_SET,), _set_method_hint),
             lambda t1, _: then(
                 self.expect_help(caps, a2, (ANY_SET,), lambda _t: "single_contains"),
                 lambda t2, _: self.strict_equality(e, BOOL, t1, t2, "containsAnyAll"),
