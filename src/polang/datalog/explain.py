@@ -26,7 +26,7 @@ from typing import Any, Literal
 import networkx as nx
 
 from polang.datalog.builtins import builtin
-from polang.datalog.compiled import PolicyOutcome
+from polang.datalog.compiled import REQUEST_VARS, PolicyOutcome
 from polang.datalog.facts import EntityFacts, Request
 from polang.datalog.ir import Atom, Builtin, Const, PolicyInfo, Program, Rule, Var
 from polang.datalog.lower import _PolicyLowerer
@@ -43,8 +43,6 @@ from polang.language.values import (
     value_repr,
     value_to_json,
 )
-
-REQUEST_VARS = ("principal", "action", "resource", "context")
 
 Verdict = Literal["applies", "not_satisfied", "error", "out_of_scope"]
 

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from polang.datalog.builtins import builtin
-from polang.datalog.compiled import Compiler
+from polang.datalog.compiled import REQUEST_VARS, Compiler, classify
 from polang.datalog.explain import PolicyMap, policy_maps, scope_constraint_text
 from polang.datalog.facts import EntityFacts, Request
 from polang.datalog.ir import Atom, Builtin, Const, Program, Rule, Var
@@ -59,8 +59,6 @@ from polang.errors import EvaluationError, RequestError
 from polang.language.entities import Entity, EntityStore
 from polang.language.schema import Schema
 from polang.language.values import EntityUID, RecordValue, SetValue, value_key, value_repr
-
-REQUEST_VARS = ("principal", "action", "resource", "context")
 
 FreeVar = Literal["principal", "resource"]
 
@@ -217,87 +215,22 @@ class ProgramAnalysis:
         return c
 
 
-def _atom1(lit: Any) -> tuple[str, Any] | None:
-    """``(pred, value)`` of a positive one-argument atom (value ``"X"`` for a variable)."""
-    if isinstance(lit, Atom) and not lit.negated and len(lit.args) == 1:
-        t = lit.args[0]
-        return lit.pred, (t.value if isinstance(t, Const) else "X")
-    return None
-
-
-def _call_shape(h: Var, body: tuple[Any, ...]) -> Shape:
-    """``n(X) :- o1(A1), ..., ok(Ak), X = op(A1, ..., Ak, consts...)``."""
-    if not body or not isinstance(body[-1], Builtin) or body[-1].out != h:
-        return ("generic",)
-    operands: list[str] = []
-    vars_: list[Var] = []
-    for lit in body[:-1]:
-        if not (
-            isinstance(lit, Atom)
-            and not lit.negated
-            and len(lit.args) == 1
-            and isinstance(lit.args[0], Var)
-        ):
-            return ("generic",)
-        operands.append(lit.pred)
-        vars_.append(lit.args[0])
-    bl: Builtin = body[-1]
-    n = len(vars_)
-    if tuple(bl.args[:n]) != tuple(vars_):
-        return ("generic",)
-    consts: list[Any] = []
-    for t in bl.args[n:]:
-        if not isinstance(t, Const):
-            return ("generic",)
-        consts.append(t.value)
-    return ("call", bl.op, tuple(operands), tuple(consts))
-
-
 def _shape(pred: str, rules: Sequence[Rule]) -> Shape:
-    """The rule group's form, as the compiled backend recognises them; else ``generic``."""
+    """The rule group's form, as the compiled backend's :func:`classify` recognises it,
+    in this module's tuple notation; ``("generic",)`` for any other group."""
     if not rules or any(len(r.head.args) != 1 for r in rules):
         return ("generic",)
-    heads = [r.head.args[0] for r in rules]
-    if len(rules) == 1:
-        r, h = rules[0], heads[0]
-        if not r.body and isinstance(h, Const):
-            return ("const", h.value)
-        if not isinstance(h, Var):
-            return ("generic",)
-        b = r.body
-        if len(b) == 1 and isinstance(b[0], Atom) and not b[0].negated and b[0].args == (h,):
-            return ("var" if b[0].pred in REQUEST_VARS else "alias", b[0].pred)
-        return _call_shape(h, b)
-    # value signature: [(head value, [(operand pred, matched value), ...]), ...]
-    sig: list[tuple[Any, list[tuple[str, Any]]]] = []
-    for h, r in zip(heads, rules, strict=True):
-        body: list[tuple[str, Any]] = []
-        for lit in r.body:
-            a = _atom1(lit)
-            if a is None:
-                return ("generic",)
-            body.append(a)
-        sig.append((h.value if isinstance(h, Const) else "X", body))
-    vals = [(hv, [v for _p, v in body]) for hv, body in sig]
-
-    def pred_at(i: int, j: int) -> str:
-        return sig[i][1][j][0]
-
-    def same(*pairs: tuple[int, int]) -> bool:
-        return len({pred_at(i, j) for i, j in pairs}) == 1
-
-    if vals == [(False, [True]), (True, [False])] and same((0, 0), (1, 0)):
-        return ("not", pred_at(0, 0))
-    if len(rules) == 3 and same((0, 0), (1, 0), (2, 0)) and same((1, 1), (2, 1)):
-        if vals == [(False, [False]), (True, [True, True]), (False, [True, False])]:
-            return ("and", pred_at(0, 0), pred_at(1, 1))
-        if vals == [(True, [True]), (True, [False, True]), (False, [False, False])]:
-            return ("or", pred_at(0, 0), pred_at(1, 1))
-    if vals == [("X", [True, "X"]), ("X", [False, "X"])] and same((0, 0), (1, 0)):
-        return ("if", pred_at(0, 0), pred_at(0, 1), pred_at(1, 1))
-    if vals == [(False, [False]), ("X", [True, "X"])] and same((0, 0), (1, 0)):
-        return ("and_then", pred_at(0, 0), pred_at(1, 1))
-    return ("generic",)
+    sh = classify(rules)
+    if sh.kind == "const":
+        return ("const", sh.value)
+    if sh.kind == "alias":
+        p = sh.preds[0]
+        return ("var" if p in REQUEST_VARS else "alias", p)
+    if sh.kind == "call":
+        return ("call", sh.op, sh.preds, sh.consts)
+    if sh.kind == "rules":
+        return ("generic",)
+    return (sh.kind, *sh.preds)
 
 
 ScopeTest = tuple[str, Any]  # ("eq", uid) | ("scope_is", type) | ("scope_in", uid) | ...
