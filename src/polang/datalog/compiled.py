@@ -558,11 +558,10 @@ class CompiledBackend:
 class _Plan:
     """The candidates of one action, with principal/resource indexes over them."""
 
-    __slots__ = ("effect_facts", "free", "index", "policies", "policy_facts")
+    __slots__ = ("effect_facts", "free", "index", "policies")
 
     def __init__(self, policies: list[CompiledPolicy]) -> None:
         self.policies = policies
-        self.policy_facts = frozenset((cp.info.policy_id,) for cp in policies)
         self.effect_facts = frozenset((cp.info.policy_id, cp.info.effect) for cp in policies)
         # Per dimension (principal, resource): positions with no constraint, and
         # positions by `== E`, by `in E` and by `is T` (alone).
