@@ -413,9 +413,9 @@ class Engine:
         started = time.perf_counter()
         snap = self._snap
         request, facts = self._unsigned_request(snap, action, resource, context, principal)
-        raw = snap.authorizer.backend.decide(request, facts)
+        decision = snap.authorizer.decide(request, facts)
         return self._result(
-            snap, started, decision_of(raw), request.action, request.resource, request.principal
+            snap, started, decision, request.action, request.resource, request.principal
         )
 
     def authorize_multi_issuer(
@@ -429,12 +429,12 @@ class Engine:
         started = time.perf_counter()
         snap = self._snap
         request, facts, processed = self._token_request(snap, tokens, action, resource, context)
-        raw = snap.authorizer.backend.decide(request, facts)
+        decision = snap.authorizer.decide(request, facts)
         token_ids = {f"{t.mapping}#{t.index}": {t.claim: t.value} for t in processed.log_ids}
         return self._result(
             snap,
             started,
-            decision_of(raw),
+            decision,
             request.action,
             request.resource,
             None,
@@ -695,17 +695,6 @@ def _parse_action(text: str) -> EntityUID:
         return parse_entity_uid(text)
     except PolangError as e:
         raise RequestError(f"action {text!r} is not an entity reference: {e}") from None
-
-
-def decision_of(raw: Any) -> Decision:
-    """A backend's raw decision as the language-level :class:`Decision`."""
-    from polang.datalog.authorizer import PolicyErrorInfo
-
-    return Decision(
-        raw.allow,
-        list(raw.reasons),
-        [PolicyErrorInfo(pid, e.message, e.kind) for pid, e in raw.errors],
-    )
 
 
 def init_from_archive_bytes(config: Config | Mapping[str, Any] | None, data: bytes) -> Engine:

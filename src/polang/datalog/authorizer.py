@@ -99,7 +99,11 @@ class Authorizer:
         if not isinstance(context, RecordValue):
             context = RecordValue(context or {})
         facts = entities if isinstance(entities, EntityFacts) else EntityFacts(entities)
-        raw = self.backend.decide(Request(principal, action, resource, context), facts)
+        return self.decide(Request(principal, action, resource, context), facts)
+
+    def decide(self, request: Request, facts: EntityFacts) -> Decision:
+        """A prepared request over prepared facts (the engine's per-request path)."""
+        raw = self.backend.decide(request, facts)
         return Decision(
             raw.allow,
             list(raw.reasons),
