@@ -90,3 +90,12 @@ def test_metric_entries_count_decisions() -> None:
     assert m["counters"] == {"authorize_calls": 4, "allow": 3, "deny": 1}
     assert m["timings"]["decision_time_micro_sec"]["count"] == 4
     assert m["gauges"]["policy_count"] == 5
+
+
+def test_matrix_context_is_parsed_as_entity_json(engine: Engine) -> None:
+    """Across actions there is no one context type: escapes are still understood."""
+    ctx = {"network": "corp", "who": {"__entity": {"type": "Acme::User", "id": "alice"}}}
+    result = engine.access_matrix(ctx, entities=[DOC, ALICE]).to_dict()
+    assert result["query"]["context"]["who"] == {"__entity": {"type": "Acme::User", "id": "alice"}}
+    with pytest.raises(RequestError, match="context"):
+        engine.access_matrix({"n": 1.5})

@@ -36,6 +36,7 @@ from polang.language.entities import (
     parse_context,
     parse_entity,
     parse_mapped_entity,
+    parse_value,
 )
 from polang.language.parser import parse_entity_uid
 from polang.language.schema import Schema
@@ -502,9 +503,20 @@ class Engine:
     def _query_context(
         self, context: Mapping[str, Any] | RecordValue | None, action: EntityUID | None
     ) -> RecordValue | None:
-        if context is None or isinstance(context, RecordValue) or action is None:
-            return context if not isinstance(context, Mapping) else RecordValue(dict(context))
-        return self._context(context, action, self._snap.store.schema)
+        """``None`` stays "unknown". With one action the context is parsed against its
+        context type; across actions it is parsed as plain entity JSON (escapes and all)."""
+        if context is None or isinstance(context, RecordValue):
+            return context
+        if action is not None:
+            return self._context(context, action, self._snap.store.schema)
+        if not isinstance(context, Mapping):
+            raise RequestError(f"context: expected an object, got {type(context).__name__}")
+        try:
+            value = parse_value(dict(context), None, path="$.context")
+        except EntityError as e:
+            raise RequestError(f"context: {e}") from None
+        assert isinstance(value, RecordValue)
+        return value
 
     def who_can(
         self,
@@ -573,11 +585,7 @@ class Engine:
         extra = [
             self._entity(e, f"entities[{i}]", snap.store.schema) for i, e in enumerate(entities)
         ]
-        ctx = (
-            context
-            if context is None or isinstance(context, RecordValue)
-            else RecordValue(dict(context))
-        )
+        ctx = self._query_context(context, None)
         return access_matrix(
             snap.authorizer,
             snap.facts.with_entities(extra),
