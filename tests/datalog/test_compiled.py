@@ -89,3 +89,112 @@ def test_three_valued_conditions(mode: str) -> None:
     d = CompiledBackend(program, mode=mode).decide(Request(u, act, doc, RecordValue()), facts)
     assert (d.allow, [p for p, _ in d.errors]) == (False, ["p"])
     assert "Bool" in d.errors[0][1].message
+
+
+# -- candidate index: scope rules read as keys ---------------------------------------------
+
+INDEXED = """
+permit(principal == U::"a", action == Action::"read", resource);
+permit(principal in G::"g", action in Action::"all", resource in F::"f");
+permit(principal is U, action in [Action::"read", Action::"write"], resource is D in F::"f");
+permit(principal, action, resource) when { resource.open };
+forbid(principal is U in G::"g", action, resource == D::"secret");
+"""
+
+
+def _scope_body(program, pid: str):  # type: ignore[no-untyped-def]
+    info = program.policies[pid]
+    (rule,) = [r for r in program.rules if r.head.pred == info.scope_pred]
+    return rule.body
+
+
+def test_scope_keys_read_every_scope_form() -> None:
+    from polang.datalog.compiled import scope_keys
+
+    program = lower_policies((f"policy{i}", p) for i, p in enumerate(parse_policies(INDEXED)))
+    k0 = scope_keys(_scope_body(program, "policy0"))
+    assert k0.keys == {
+        "principal": ("eq", EntityUID("U", "a")),
+        "action": ("eq", EntityUID("Action", "read")),
+    }
+    assert k0.residual == () and k0.bound == {"principal", "action"}
+    k1 = scope_keys(_scope_body(program, "policy1"))
+    assert {v: k[0] for v, k in k1.keys.items()} == {
+        "principal": "in",
+        "action": "in",
+        "resource": "in",
+    }
+    assert k1.residual == ()
+    k2 = scope_keys(_scope_body(program, "policy2"))
+    assert k2.keys["principal"] == ("is", "U")
+    assert k2.keys["action"][0] == "in_any"
+    # `is D in F::"f"`: the index answers `in`; `is D` is left to the policy's function
+    assert k2.keys["resource"] == ("in", EntityUID("F", "f"))
+    assert [str(lit) for lit in k2.residual] == ["resource(R)", 'scope_is(R, "D")']
+    k3 = scope_keys(_scope_body(program, "policy3"))
+    assert k3.keys == {} and k3.bound == frozenset() and k3.residual == ()
+
+
+def _random_world(seed: int):  # type: ignore[no-untyped-def]
+    import random
+
+    from polang.language.entities import Entity
+
+    rng = random.Random(seed)
+    groups = [EntityUID("G", n) for n in ("g", "h", "k")]
+    folders = [EntityUID("F", n) for n in ("f", "e")]
+    ents = [
+        Entity(g, {}, frozenset(rng.sample(groups[:i], rng.randint(0, i))))
+        for i, g in enumerate(groups)
+    ]
+    ents += [Entity(f) for f in folders]
+    ents += [Entity(EntityUID("Action", "all"))]
+    ents += [
+        Entity(EntityUID("Action", a), {}, frozenset([EntityUID("Action", "all")]))
+        for a in ("read", "write")
+    ]
+    users = [EntityUID("U", n) for n in ("a", "b", "c")] + [EntityUID("V", "v")]
+    for u in users:
+        ents.append(Entity(u, {}, frozenset(rng.sample(groups, rng.randint(0, 2)))))
+    docs = [EntityUID("D", n) for n in ("d1", "d2", "secret")] + [EntityUID("X", "x")]
+    for d in docs:
+        ents.append(
+            Entity(
+                d, {"open": rng.random() < 0.5}, frozenset(rng.sample(folders, rng.randint(0, 1)))
+            )
+        )
+    return ents, users, docs
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_indexed_selection_decides_as_every_scope_checked(seed: int) -> None:
+    """The index and each policy's residual scope decide as the full scope rules do, for
+    requests with and without a principal, and over facts whose hierarchy changes (the
+    per-entity selection cache must not outlive an ancestor set)."""
+    import random
+
+    from polang.language.entities import Entity
+
+    rng = random.Random(seed)
+    program = lower_policies((f"policy{i}", p) for i, p in enumerate(parse_policies(INDEXED)))
+    backend = CompiledBackend(program)
+    ents, users, docs = _random_world(seed)
+    base = EntityFacts(ents)
+    actions = [EntityUID("Action", a) for a in ("read", "write", "all", "other")]
+    for _ in range(60):
+        facts = base
+        if rng.random() < 0.4:  # a request entity re-parenting a user or a document
+            who = rng.choice(users + docs)
+            parents = rng.sample([EntityUID("G", "g"), EntityUID("G", "h"), EntityUID("F", "f")], 1)
+            facts = base.with_entities([Entity(who, {"open": True}, frozenset(parents))])
+        principal = rng.choice([*users, None])
+        request = Request(principal, rng.choice(actions), rng.choice(docs), RecordValue())
+        fast = backend.decide(request, facts)
+        full = backend.decide(request, facts, trace=True)
+        assert (fast.allow, fast.reasons, [p for p, _ in fast.errors]) == (
+            full.allow,
+            full.reasons,
+            [p for p, _ in full.errors],
+        ), request
+        in_scope = {o.policy_id for o in full.outcomes if o.scope}
+        assert set(fast.reasons) <= in_scope

@@ -75,3 +75,23 @@ def test_negation_through_recursion_is_refused() -> None:
 def test_codegen_refuses_recursion() -> None:
     with pytest.raises(CodegenError):
         compile_rules(fixed_rules("hierarchy"), ["entity", "parent"])
+
+
+def test_codegen_refuses_mutual_recursion_and_mixed_arity() -> None:
+    with pytest.raises(CodegenError, match="recursive"):
+        compile_rules(parse_rules("a(X) :- b(X).\nb(X) :- a(X).\nb(X) :- c(X)."), ["c"])
+    with pytest.raises(CodegenError, match="arguments"):
+        compile_rules(parse_rules("a(X) :- b(X).\nc(X) :- b(X, X)."), ["b"])
+
+
+def test_codegen_orders_rules_by_dependency_not_file_order() -> None:
+    """A rule reading a relation derived further down the file still sees all of it."""
+    rules = parse_rules("top(X) :- mid(X), not low(X).\nmid(X) :- base(X).\nlow(X) :- bad(X).")
+    run = compile_rules(rules, ["base", "bad"])
+    out = run({"base": {("a",), ("b",)}, "bad": {("b",)}})
+    assert out["top"] == {("a",)}
+    assert out == {
+        k: v
+        for k, v in evaluate(rules, {"base": {("a",), ("b",)}, "bad": {("b",)}}).items()
+        if k in out
+    }

@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from polang.datalog.builtins import TESTS, builtin
-from polang.datalog.codegen import compile_rules
+from polang.datalog.codegen import compile_compact
 from polang.datalog.facts import EntityFacts, Request
 from polang.datalog.ir import Atom, Builtin, Const, PolicyInfo, Program, Rule, Var
 from polang.datalog.pycode import OUT_OF_SCOPE
-from polang.datalog.seminaive import Relation
 from polang.errors import EvaluationError
 from polang.language.values import EntityUID, type_name
 
@@ -58,8 +57,10 @@ class CompiledPolicy:
     info: PolicyInfo
     scope: ScopeFn
     cond: Fn
-    run: Fn | None = None
-    """Scope and condition in one call (generated code): ``OUT_OF_SCOPE`` or the value."""
+    run: Fn
+    """The scope literals the index does not answer, then the condition, in one call:
+    ``OUT_OF_SCOPE`` or the condition's value (generated code where possible)."""
+    keys: ScopeKeys
 
 
 @dataclass(slots=True)
@@ -349,9 +350,13 @@ class Compiler:
         rules = self.groups.get(pred, [])
         if len(rules) != 1:
             raise ValueError(f"scope predicate {pred} must have exactly one rule")
+        return self.scope_fn(rules[0].body)
+
+    def scope_fn(self, body: Sequence[Any]) -> ScopeFn:
+        """Scope literals as one check (a conjunction, in order)."""
         bound: dict[str, str] = {}  # rule variable -> request variable
         checks: list[ScopeFn] = []
-        for lit in rules[0].body:
+        for lit in body:
             check = _scope_check(lit, bound)
             if check is not None:
                 checks.append(check)
@@ -431,6 +436,91 @@ def _getter(name: str) -> Callable[[Request], Any]:
     return lambda r: r.context
 
 
+# -- candidate selection: the scope rules as index lookups --------------------------------
+
+_KEY_RANK = {"eq": 3, "in": 2, "in_any": 1, "is": 0}
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeKeys:
+    """A scope rule split into index keys and the literals left to check per request.
+
+    Per request variable, ``keys`` holds the one literal the candidate index answers
+    (``("eq", E)`` for ``var(E)``; ``("in", E)``, ``("in_any", S)``, ``("is", T)`` for
+    ``scope_in``/``scope_in_any``/``scope_is`` on the variable). ``bound`` names the
+    variables the rule mentions at all: with no value (a request without a principal) the
+    scope cannot hold. ``residual`` is the rest of the body, bindings included, which the
+    policy's function still checks.
+    """
+
+    keys: dict[str, tuple[str, Any]]
+    bound: frozenset[str]
+    residual: tuple[Any, ...]
+
+
+def scope_keys(body: Sequence[Any]) -> ScopeKeys:
+    """Read a scope rule's body (the literals ``lower.py`` emits) into index keys."""
+    var_of: dict[str, str] = {}  # rule variable -> request variable
+    mentioned: set[str] = set()
+    best: dict[str, tuple[int, int, tuple[str, Any]]] = {}  # var -> (rank, position, key)
+    for i, lit in enumerate(body):
+        key: tuple[str, Any] | None = None
+        var = ""
+        if isinstance(lit, Atom) and lit.pred in REQUEST_VARS and len(lit.args) == 1:
+            if lit.negated:
+                continue
+            var = lit.pred
+            mentioned.add(var)
+            t = lit.args[0]
+            if isinstance(t, Const):
+                key = ("eq", t.value)
+            else:
+                var_of[t.name] = var
+        elif (
+            isinstance(lit, Builtin)
+            and lit.op in ("scope_in", "scope_in_any", "scope_is")
+            and len(lit.args) == 2
+            and isinstance(lit.args[0], Var)
+            and lit.args[0].name in var_of
+            and isinstance(lit.args[1], Const)
+        ):
+            var = var_of[lit.args[0].name]
+            key = (lit.op[len("scope_") :], lit.args[1].value)
+        if key is not None:
+            rank = _KEY_RANK[key[0]]
+            if var not in best or rank > best[var][0]:
+                best[var] = (rank, i, key)
+    covered = {pos for _, pos, _ in best.values()}
+    rest = [lit for i, lit in enumerate(body) if i not in covered]
+    used = {
+        t.name for lit in rest if isinstance(lit, Builtin) for t in lit.args if isinstance(t, Var)
+    }
+    residual = tuple(
+        lit
+        for lit in rest
+        if not (
+            isinstance(lit, Atom)
+            and lit.pred in REQUEST_VARS
+            and len(lit.args) == 1
+            and isinstance(lit.args[0], Var)
+            and lit.args[0].name not in used
+        )
+    )
+    return ScopeKeys({v: k for v, (_, _, k) in best.items()}, frozenset(mentioned), residual)
+
+
+def key_holds(key: tuple[str, Any], v: EntityUID, ancestors: frozenset[EntityUID]) -> bool:
+    """Whether a scope key holds for a request value with these strict ancestors."""
+    kind, c = key
+    if kind == "eq":
+        return bool(v == c)
+    if kind == "in":
+        return bool(v == c or c in ancestors)
+    if kind == "in_any":
+        return v in c or not c.isdisjoint(ancestors)
+    return bool(getattr(v, "type", None) == c)
+
+
 class CompiledBackend:
     """A Program compiled for per-request decisions."""
 
@@ -455,22 +545,27 @@ class CompiledBackend:
             cond = comp.fn
         self.policies: list[CompiledPolicy] = []
         for info in program.policies.values():
-            run = None
+            scope_rules = comp.groups.get(info.scope_pred, [])
+            scope_fn = comp.scope(info.scope_pred)  # checks the rule's form
+            keys = scope_keys(scope_rules[0].body)
+            cond_fn = cond(info.cond_pred)
+            run: Fn | None = None
             if mode == "codegen":
                 from polang.datalog.pycode import generate_policy
 
-                scope_rules = comp.groups.get(info.scope_pred, [])
-                if len(scope_rules) == 1:
-                    run = generate_policy(comp, scope_rules[0].body, info.cond_pred)
-            self.policies.append(
-                CompiledPolicy(info, comp.scope(info.scope_pred), cond(info.cond_pred), run)
-            )
+                run = generate_policy(comp, keys.residual, info.cond_pred)
+            if run is None:
+                run = _residual_run(comp.scope_fn(keys.residual), cond_fn)
+            self.policies.append(CompiledPolicy(info, scope_fn, cond_fn, run, keys))
         self.decision_rules: list[Rule] = [
             r for r in program.rules if r.policy_id is None and r.head.pred in _DECISION_HEADS
         ]
         self._order = {cp.info.policy_id: i for i, cp in enumerate(self.policies)}
         self._plans: dict[tuple[EntityUID, frozenset[EntityUID]], _Plan] = {}
-        self._combine = compile_rules(self.decision_rules, ("policy", "effect", "scope", "cond"))
+        self._combine = compile_compact(self.decision_rules, ("policy", "effect", "scope", "cond"))
+        for p, n in (("policy", 1), ("effect", 2), ("scope", 1), ("cond", 2)):
+            if self._combine.arity[p] != n:
+                raise ValueError(f"decision rules use {p} with {self._combine.arity[p]} arguments")
 
     def candidates(
         self, action: EntityUID, facts: EntityFacts | None = None
@@ -484,142 +579,189 @@ class CompiledBackend:
         key = (action, action_ancestors)
         plan = self._plans.get(key)
         if plan is None:
-            cands: list[CompiledPolicy] = []
-            for cp in self.policies:
-                info = cp.info
-                if info.actions is not None and action not in info.actions:
-                    continue
-                if info.action_groups is not None and not (
-                    action in info.action_groups
-                    or not info.action_groups.isdisjoint(action_ancestors)
-                ):
-                    continue
-                cands.append(cp)
+            cands = [
+                cp
+                for cp in self.policies
+                if "action" not in cp.keys.keys
+                or key_holds(cp.keys.keys["action"], action, action_ancestors)
+            ]
             plan = _Plan(cands)
-            if len(self._plans) < 100_000:
+            if len(self._plans) < 10_000:
                 self._plans[key] = plan
         return plan
 
     def decide(self, request: Request, facts: EntityFacts, *, trace: bool = False) -> RawDecision:
         plan = self._plan(request.action, facts.ancestors_of(request.action))
-        # With a trace every action candidate is reported; otherwise only those whose
-        # principal and resource keys can hold are evaluated (the others' scope is false).
-        cands = plan.policies if trace else plan.select(request, facts)
-        effect = plan.effect_facts
-        scope: Relation = set()
-        cond: Relation = set()
-        outcomes: list[PolicyOutcome] = []
+        if trace:
+            return self._decide_traced(plan, request, facts)
+        scope: set[str] = set()
+        cond: set[tuple[str, bool]] = set()
         errs: dict[str, EvaluationError] = {}
-        for cp in cands:
+        # Only the candidates whose indexed scope keys hold are run; each runs the rest of
+        # its scope (OUT_OF_SCOPE when it fails) and then its condition.
+        for pid, run in plan.select(request, facts):
+            try:
+                v = run(request, facts)
+            except EvaluationError as e:
+                scope.add(pid)
+                errs[pid] = e
+                continue
+            if v is OUT_OF_SCOPE:
+                continue
+            scope.add(pid)
+            if v is True or v is False:
+                cond.add((pid, v))
+            else:
+                errs[pid] = _bool_error(v)
+        return self._decision(plan, scope, cond, errs, [])
+
+    def _decide_traced(self, plan: _Plan, request: Request, facts: EntityFacts) -> RawDecision:
+        """Every action candidate, with its scope and condition reported separately."""
+        scope: set[str] = set()
+        cond: set[tuple[str, bool]] = set()
+        errs: dict[str, EvaluationError] = {}
+        outcomes: list[PolicyOutcome] = []
+        for cp in plan.policies:
             pid = cp.info.policy_id
-            if cp.run is not None and not trace:
-                try:
-                    v = cp.run(request, facts)
-                except EvaluationError as e:
-                    scope.add((pid,))
-                    errs[pid] = e
-                    continue
-                if v is OUT_OF_SCOPE:
-                    continue
-                scope.add((pid,))
-                if v is True or v is False:
-                    cond.add((pid, v))
-                else:
-                    errs[pid] = _bool_error(v)
-                continue
             if not cp.scope(request, facts):
-                if trace:
-                    outcomes.append(PolicyOutcome(pid, False))
+                outcomes.append(PolicyOutcome(pid, False))
                 continue
-            scope.add((pid,))
+            scope.add(pid)
             try:
                 v = cp.cond(request, facts)
             except EvaluationError as e:
                 errs[pid] = e
-                if trace:
-                    outcomes.append(PolicyOutcome(pid, True, error=e))
+                outcomes.append(PolicyOutcome(pid, True, error=e))
                 continue
             if v is True or v is False:
                 cond.add((pid, v))
             else:
                 errs[pid] = _bool_error(v)
-            if trace:
-                outcomes.append(PolicyOutcome(pid, True, value=v, error=errs.get(pid)))
+            outcomes.append(PolicyOutcome(pid, True, value=v, error=errs.get(pid)))
+        return self._decision(plan, scope, cond, errs, outcomes)
+
+    def _decision(
+        self,
+        plan: _Plan,
+        scope: set[str],
+        cond: set[tuple[str, bool]],
+        errs: dict[str, EvaluationError],
+        outcomes: list[PolicyOutcome],
+    ) -> RawDecision:
         # policy(P) is given for the in-scope policies only: the others derive nothing
         # (every decision rule needs scope(P)), and the joins stay as small as the scope.
-        rels = self._combine({"policy": scope, "effect": effect, "scope": scope, "cond": cond})
-        allow = bool(rels.get("allow"))
-        reasons = sorted((t[0] for t in rels.get("reason", ())), key=self._order.__getitem__)
-        errors = [(t[0], errs.get(t[0]) or _unknown_error()) for t in rels.get("errored", ())]
-        errors.sort(key=lambda pe: self._order[pe[0]])
-        return RawDecision(allow, reasons, errors, outcomes)
+        rels = self._combine.run(scope, plan.effect_facts, scope, cond)
+        order = self._order
+        reasons = rels["reason"]
+        reason_list = sorted(reasons, key=order.__getitem__) if len(reasons) > 1 else list(reasons)
+        errored = rels["errored"]
+        errors = [(p, errs.get(p) or _unknown_error()) for p in errored]
+        if len(errors) > 1:
+            errors.sort(key=lambda pe: order[pe[0]])
+        return RawDecision(bool(rels["allow"]), reason_list, errors, outcomes)
+
+
+def _residual_run(scope: ScopeFn, cond: Fn) -> Fn:
+    """Scope rest and condition in one call, where no generated function exists."""
+
+    def run(r: Request, fx: EntityFacts) -> Any:
+        if not scope(r, fx):
+            return OUT_OF_SCOPE
+        return cond(r, fx)
+
+    return run
+
+
+_Dim = tuple[
+    frozenset[int],  # positions that do not mention the variable
+    frozenset[int],  # positions that mention it with no index key
+    dict[Any, set[int]],  # by `== E`
+    dict[Any, set[int]],  # by `in E` (and each member of `in [..]`)
+    dict[str, set[int]],  # by `is T`
+]
+
+
+_NO_POSITIONS: frozenset[int] = frozenset()
 
 
 class _Plan:
-    """The candidates of one action, with principal/resource indexes over them."""
+    """The candidates of one action, with principal/resource indexes over them.
 
-    __slots__ = ("effect_facts", "free", "index", "policies")
+    ``select`` answers a request from two caches: per dimension, the candidate positions
+    of a request value (valid while the facts give that value the same ancestor set, an
+    identity check), and per pair of position sets the runnable list. Both are bounded.
+    """
+
+    __slots__ = ("_dim_cache", "_pairs", "dims", "effect_facts", "policies")
+
+    MAX_CACHE = 50_000
 
     def __init__(self, policies: list[CompiledPolicy]) -> None:
         self.policies = policies
         self.effect_facts = frozenset((cp.info.policy_id, cp.info.effect) for cp in policies)
-        # Per dimension (principal, resource): positions with no constraint, and
-        # positions by `== E`, by `in E` and by `is T` (alone).
-        self.free: list[frozenset[int]] = []
-        self.index: list[tuple[dict[Any, set[int]], dict[Any, set[int]], dict[str, set[int]]]] = []
-        for key_attr, type_attr in (
-            ("principal_key", "principal_type"),
-            ("resource_key", "resource_type"),
-        ):
-            free: set[int] = set()
+        self.dims: list[_Dim] = []
+        for var in ("principal", "resource"):
+            absent: set[int] = set()
+            bound: set[int] = set()
             eq: dict[Any, set[int]] = {}
             in_: dict[Any, set[int]] = {}
             by_type: dict[str, set[int]] = {}
             for pos, cp in enumerate(policies):
-                k = getattr(cp.info, key_attr)
-                t = getattr(cp.info, type_attr)
-                if k is not None:
-                    (eq if k[0] == "eq" else in_).setdefault(k[1], set()).add(pos)
-                elif t is not None:
-                    by_type.setdefault(t, set()).add(pos)
+                key = cp.keys.keys.get(var)
+                if key is None:
+                    (bound if var in cp.keys.bound else absent).add(pos)
+                elif key[0] == "eq":
+                    eq.setdefault(key[1], set()).add(pos)
+                elif key[0] == "in":
+                    in_.setdefault(key[1], set()).add(pos)
+                elif key[0] == "in_any":
+                    for c in key[1]:
+                        in_.setdefault(c, set()).add(pos)
                 else:
-                    free.add(pos)
-            self.free.append(frozenset(free))
-            self.index.append((eq, in_, by_type))
+                    by_type.setdefault(key[1], set()).add(pos)
+            self.dims.append((frozenset(absent), frozenset(bound), eq, in_, by_type))
+        self._dim_cache: list[dict[Any, tuple[frozenset[EntityUID], frozenset[int]]]] = [{}, {}]
+        self._pairs: dict[tuple[frozenset[int], frozenset[int]], list[tuple[str, Fn]]] = {}
 
-    def _dimension(
-        self, d: int, v: EntityUID | None, facts: EntityFacts
-    ) -> set[int] | frozenset[int]:
-        free = self.free[d]
+    def _positions(self, d: int, v: EntityUID | None, facts: EntityFacts) -> frozenset[int]:
+        absent, bound, eq, in_, by_type = self.dims[d]
         if v is None:
-            return free
-        eq, in_, by_type = self.index[d]
-        out: set[int] | frozenset[int] = free
-        if by_type:
-            hit = by_type.get(v.type)
-            if hit:
-                out = out | hit
-        if eq:
-            hit = eq.get(v)
-            if hit:
-                out = out | hit
+            return absent
+        anc = facts.ancestors_of(v)
+        cache = self._dim_cache[d]
+        hit = cache.get(v)
+        if hit is not None and hit[0] is anc:
+            return hit[1]
+        out = set(absent)
+        out |= bound
+        out |= by_type.get(v.type, _NO_POSITIONS)
+        out |= eq.get(v, _NO_POSITIONS)
         if in_:
-            hit = in_.get(v)
-            if hit:
-                out = out | hit
-            for a in facts.ancestors_of(v):
-                hit = in_.get(a)
-                if hit:
-                    out = out | hit
-        return out
+            out |= in_.get(v, _NO_POSITIONS)
+            for a in anc:
+                out |= in_.get(a, _NO_POSITIONS)
+        result = frozenset(out)
+        if len(cache) >= self.MAX_CACHE:
+            cache.clear()
+        cache[v] = (anc, result)
+        return result
 
-    def select(self, request: Request, facts: EntityFacts) -> list[CompiledPolicy]:
-        if len(self.free[0]) == len(self.policies) == len(self.free[1]):
-            return self.policies
-        ps = self._dimension(0, request.principal, facts)
-        rs = self._dimension(1, request.resource, facts)
-        pols = self.policies
-        return [pols[i] for i in sorted(ps & rs)]
+    def select(self, request: Request, facts: EntityFacts) -> list[tuple[str, Fn]]:
+        """``(policy id, run)`` of the candidates whose indexed keys hold, in source order."""
+        ps = self._positions(0, request.principal, facts)
+        rs = self._positions(1, request.resource, facts)
+        pair = (ps, rs)
+        out = self._pairs.get(pair)
+        if out is None:
+            pols = self.policies
+            out = []
+            for i in sorted(ps & rs):
+                cp = pols[i]
+                out.append((cp.info.policy_id, cp.run))
+            if len(self._pairs) >= self.MAX_CACHE:
+                self._pairs.clear()
+            self._pairs[pair] = out
+        return out
 
 
 _DECISION_HEADS = frozenset(

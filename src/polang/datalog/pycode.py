@@ -9,7 +9,7 @@ parser, call the compiled closure of that predicate instead: every Program still
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from polang.datalog.builtins import direct
@@ -126,7 +126,7 @@ OUT_OF_SCOPE = object()
 """What a generated policy function returns when the policy's scope does not hold."""
 
 
-def _scope_lines(w: _Writer, body: tuple[Any, ...]) -> bool:
+def _scope_lines(w: _Writer, body: Sequence[Any]) -> bool:
     """Scope literals as early returns; False when a literal is not of a known form."""
     from polang.datalog.compiled import REQUEST_VARS
     from polang.datalog.ir import Atom, Builtin, Const, Var
@@ -165,11 +165,12 @@ def _scope_lines(w: _Writer, body: tuple[Any, ...]) -> bool:
     return True
 
 
-def generate_policy(compiler: Any, scope_body: tuple[Any, ...], cond_pred: str) -> Fn | None:
+def generate_policy(compiler: Any, scope_body: Sequence[Any], cond_pred: str) -> Fn | None:
     """One function per policy: ``OUT_OF_SCOPE``, or the condition's value (errors raise).
 
-    ``None`` when the scope rule has a form this generator does not know (the backend then
-    keeps separate scope and condition functions).
+    ``scope_body`` is the part of the scope rule left to check per request (the backend's
+    index answers the rest). ``None`` when a literal has a form this generator does not
+    know (the backend then checks the scope with its closures).
     """
     w = _Writer(compiler)
     w.env.update({"OUT": OUT_OF_SCOPE, "EMPTY": frozenset()})
@@ -179,6 +180,8 @@ def generate_policy(compiler: Any, scope_body: tuple[Any, ...], cond_pred: str) 
         return None
     w.emit(cond_pred, "v", 1)
     w.line(1, "return v")
+    if not any("anc(" in line for line in w.lines):
+        del w.lines[1]
     return _exec(w, "policy", cond_pred)
 
 
