@@ -115,18 +115,6 @@ class PolicyInfo:
     effect: str  # "permit" | "forbid"
     scope_pred: str
     cond_pred: str
-    # Candidate-selection keys, read off the scope (backends may ignore them: the scope
-    # rule stays the statement of what must hold).
-    actions: frozenset[Any] | None = None
-    """``action == A``: exactly these actions."""
-    action_groups: frozenset[Any] | None = None
-    """``action in A`` / ``action in [..]``: actions that are, or are in, one of these."""
-    principal_key: tuple[str, Any] | None = None
-    """``("eq", E)`` for ``principal == E``; ``("in", E)`` for ``in E`` and ``is T in E``."""
-    resource_key: tuple[str, Any] | None = None
-    principal_type: str | None = None
-    """``principal is T`` (alone): only principals of type T."""
-    resource_type: str | None = None
     span: Span | None = None
 
 

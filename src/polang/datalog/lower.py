@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from polang.datalog.fixed import fixed_rules
 from polang.datalog.ir import Atom, Builtin, Const, Literal, PolicyInfo, Program, Rule, Var
 from polang.language import ast
-from polang.language.values import EntityUID, check_long
+from polang.language.values import check_long
 
 TRUE = Const(True)
 FALSE = Const(False)
@@ -228,14 +228,6 @@ class _PolicyLowerer:
             effect=p.effect,
             scope_pred=scope_pred,
             cond_pred=cond,
-            actions=frozenset(p.action.entities) if p.action.kind == "eq" else None,
-            action_groups=(
-                frozenset(p.action.entities) if p.action.kind in ("in", "in_set") else None
-            ),
-            principal_key=_scope_key(p.principal),
-            resource_key=_scope_key(p.resource),
-            principal_type=p.principal.entity_type if p.principal.kind == "is" else None,
-            resource_type=p.resource.entity_type if p.resource.kind == "is" else None,
             span=p.span,
         )
 
@@ -250,15 +242,6 @@ class _PolicyLowerer:
         for nxt in parts[1:]:
             e = ast.Binary("&&", e, nxt, nxt.span)
         return self.expr(e)
-
-
-def _scope_key(c: ast.ScopeConstraint) -> tuple[str, EntityUID] | None:
-    if isinstance(c.entity, EntityUID):
-        if c.kind == "eq":
-            return ("eq", c.entity)
-        if c.kind in ("in", "is_in"):
-            return ("in", c.entity)
-    return None
 
 
 def lower_policy(policy: ast.Policy, policy_id: str, index: int) -> tuple[list[Rule], PolicyInfo]:
