@@ -13,7 +13,7 @@ from polang.datalog.lower import lower_policies
 from polang.language.entities import parse_context, parse_entities, parse_entity_uid_json
 from polang.language.parser import parse_policies
 from polang.language.schema import parse_schema
-from polang.language.values import EntityUID, RecordValue
+from polang.language.values import EntityUID, RecordValue, SetValue
 
 
 def _outcome(backend: CompiledBackend, request: Request, facts: EntityFacts) -> tuple:
@@ -198,3 +198,79 @@ def test_indexed_selection_decides_as_every_scope_checked(seed: int) -> None:
         ), request
         in_scope = {o.policy_id for o in full.outcomes if o.scope}
         assert set(fast.reasons) <= in_scope
+
+
+TRICKY = [
+    "permit(principal, action, resource) when { principal.flag == 1 };",  # Bool vs Long
+    "permit(principal, action, resource) when { principal.n == 1 };",
+    "permit(principal, action, resource) when { principal.n != 1 };",
+    "permit(principal, action, resource) when { principal.flag == true };",
+    'permit(principal, action, resource) when { principal.name == "a" };',
+    'permit(principal, action, resource) when { principal.missing == "a" };',
+    "permit(principal, action, resource) when { resource.owner == principal };",
+    "permit(principal, action, resource) when { resource.owner != principal };",
+    "permit(principal, action, resource) when { principal.set == resource.set };",
+    "permit(principal, action, resource) when { principal.rec.inner == 2 };",
+    "permit(principal, action, resource) when { principal.rec.nope == 2 };",
+    'permit(principal, action, resource) when { resource.owner.name == "a" };',
+    "permit(principal, action, resource) when { principal has rec && principal.rec has inner };",
+    "permit(principal, action, resource) when { resource has owner };",
+    "permit(principal, action, resource) when { context.ok };",
+    "permit(principal, action, resource) when { context.n < principal.n };",
+    "permit(principal, action, resource) when { principal.n >= resource.n };",
+    "permit(principal, action, resource) when { principal.name > 1 };",
+    'permit(principal, action, resource) when { principal.hasTag("t") };',
+    'permit(principal, action, resource) when { principal.getTag("t") == "x" };',
+    'permit(principal, action, resource) when { resource.getTag("t") == "x" };',
+    'permit(principal, action, resource) when { resource.owner.getTag("t") == "x" };',
+    'permit(principal, action, resource) when { resource.owner.hasTag("t") };',
+    'permit(principal, action, resource) when { context.rec.getTag("t") == "x" };',
+    "permit(principal, action, resource) when { principal.n == context.n };",
+]
+
+
+@pytest.mark.parametrize("policy", TRICKY)
+def test_generated_fast_paths_match_the_rule_interpreter(policy: str) -> None:
+    """Inline attribute, tag, equality and comparison code gives the builtins' values and
+    the same error messages, for present, absent and mistyped operands."""
+    from polang.language.entities import Entity
+
+    program = lower_policies([("p", parse_policies(policy)[0])])
+    fast = CompiledBackend(program)
+    plain = CompiledBackend(program, mode="generic")
+    u, ghost, d = EntityUID("U", "u"), EntityUID("U", "ghost"), EntityUID("D", "d")
+    users = [
+        Entity(
+            u,
+            {
+                "flag": True,
+                "n": 1,
+                "name": "a",
+                "set": SetValue([1, 2]),
+                "rec": RecordValue({"inner": 2}),
+            },
+            tags={"t": "x"},
+        ),
+        Entity(EntityUID("U", "v"), {"n": 2, "flag": 1, "name": 5}),
+    ]
+    docs = [
+        Entity(d, {"owner": u, "set": SetValue([2, 1]), "n": 0}, tags={"t": "y"}),
+        Entity(EntityUID("D", "e"), {"owner": ghost}),
+        Entity(EntityUID("D", "f"), {"owner": "u"}),
+    ]
+    facts = EntityFacts(users + docs)
+    contexts = [
+        RecordValue(),
+        RecordValue({"ok": True, "n": 0, "rec": RecordValue({"t": 1})}),
+        RecordValue({"ok": 1, "n": True}),
+    ]
+    act = EntityUID("Action", "a")
+    for p in [u, EntityUID("U", "v"), ghost, None]:
+        for r in [e.uid for e in docs] + [ghost]:
+            for c in contexts:
+                request = Request(p, act, r, c)
+                a, b = fast.decide(request, facts), plain.decide(request, facts)
+                assert (a.allow, a.reasons) == (b.allow, b.reasons), request
+                assert [(pid, e.kind, e.message) for pid, e in a.errors] == [
+                    (pid, e.kind, e.message) for pid, e in b.errors
+                ], request

@@ -27,6 +27,9 @@ from polang.language.values import EntityUID, type_name
 
 Fn = Callable[[Request, EntityFacts], Any]
 ScopeFn = Callable[[Request, EntityFacts], bool]
+RunFn = Callable[[Request, EntityFacts, Any, Any], Any]
+"""A policy's residual scope and condition: ``run(request, facts, principal_entity,
+resource_entity)``, the entities as ``facts.get`` gives them (``None`` when absent)."""
 
 REQUEST_VARS = ("principal", "action", "resource", "context")
 
@@ -57,7 +60,7 @@ class CompiledPolicy:
     info: PolicyInfo
     scope: ScopeFn
     cond: Fn
-    run: Fn
+    run: RunFn
     """The scope literals the index does not answer, then the condition, in one call:
     ``OUT_OF_SCOPE`` or the condition's value (generated code where possible)."""
     keys: ScopeKeys
@@ -549,7 +552,7 @@ class CompiledBackend:
             scope_fn = comp.scope(info.scope_pred)  # checks the rule's form
             keys = scope_keys(scope_rules[0].body)
             cond_fn = cond(info.cond_pred)
-            run: Fn | None = None
+            run: RunFn | None = None
             if mode == "codegen":
                 from polang.datalog.pycode import generate_policy
 
@@ -598,10 +601,15 @@ class CompiledBackend:
         cond: set[tuple[str, bool]] = set()
         errs: dict[str, EvaluationError] = {}
         # Only the candidates whose indexed scope keys hold are run; each runs the rest of
-        # its scope (OUT_OF_SCOPE when it fails) and then its condition.
+        # its scope (OUT_OF_SCOPE when it fails) and then its condition. The principal's
+        # and resource's entities are looked up once for all of them.
+        get = facts.get
+        principal = request.principal
+        pe = None if principal is None else get(principal)
+        re = get(request.resource)
         for pid, run in plan.select(request, facts):
             try:
-                v = run(request, facts)
+                v = run(request, facts, pe, re)
             except EvaluationError as e:
                 scope.add(pid)
                 errs[pid] = e
@@ -661,10 +669,10 @@ class CompiledBackend:
         return RawDecision(bool(rels["allow"]), reason_list, errors, outcomes)
 
 
-def _residual_run(scope: ScopeFn, cond: Fn) -> Fn:
+def _residual_run(scope: ScopeFn, cond: Fn) -> RunFn:
     """Scope rest and condition in one call, where no generated function exists."""
 
-    def run(r: Request, fx: EntityFacts) -> Any:
+    def run(r: Request, fx: EntityFacts, _pe: Any, _re: Any) -> Any:
         if not scope(r, fx):
             return OUT_OF_SCOPE
         return cond(r, fx)
@@ -721,7 +729,7 @@ class _Plan:
                     by_type.setdefault(key[1], set()).add(pos)
             self.dims.append((frozenset(absent), frozenset(bound), eq, in_, by_type))
         self._dim_cache: list[dict[Any, tuple[frozenset[EntityUID], frozenset[int]]]] = [{}, {}]
-        self._pairs: dict[tuple[frozenset[int], frozenset[int]], list[tuple[str, Fn]]] = {}
+        self._pairs: dict[tuple[frozenset[int], frozenset[int]], list[tuple[str, RunFn]]] = {}
 
     def _positions(self, d: int, v: EntityUID | None, facts: EntityFacts) -> frozenset[int]:
         absent, bound, eq, in_, by_type = self.dims[d]
@@ -746,7 +754,7 @@ class _Plan:
         cache[v] = (anc, result)
         return result
 
-    def select(self, request: Request, facts: EntityFacts) -> list[tuple[str, Fn]]:
+    def select(self, request: Request, facts: EntityFacts) -> list[tuple[str, RunFn]]:
         """``(policy id, run)`` of the candidates whose indexed keys hold, in source order."""
         ps = self._positions(0, request.principal, facts)
         rs = self._positions(1, request.resource, facts)

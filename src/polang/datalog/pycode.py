@@ -14,7 +14,7 @@ from typing import Any
 
 from polang.datalog.builtins import direct
 from polang.errors import EvaluationError
-from polang.language.values import type_name
+from polang.language.values import EntityUID, type_name
 
 MAX_DEPTH = 40  # nesting of generated blocks; deeper subtrees fall back to closures
 
@@ -33,9 +33,16 @@ class _Writer:
     def __init__(self, compiler: Any) -> None:
         self.compiler = compiler
         self.lines: list[str] = []
-        self.env: dict[str, Any] = {"BE": bool_error, "NP": no_principal}
+        self.env: dict[str, Any] = {
+            "BE": bool_error,
+            "NP": no_principal,
+            "LOOKUP": (KeyError, AttributeError, TypeError),
+            # types whose Python equality is the language's (same type on both sides)
+            "PLAIN": frozenset({str, int, bool, EntityUID}),
+        }
         self.names: dict[int, str] = {}
         self.temps = 0
+        self.uses_get = False
 
     def name_of(self, obj: Any, prefix: str) -> str:
         """A global name for a constant, builtin or fallback function (shared by identity)."""
@@ -80,12 +87,12 @@ class _Writer:
                 self.emit(p, t, depth)
                 args.append(t)
             for c in shape.consts:
-                args.append(repr(c) if type(c) in (bool, int, str) else self.name_of(c, "K"))
+                args.append(self.literal(c))
             fn, takes_facts = direct(shape.op, len(preds))
             op = self.name_of(fn, "O")
-            if takes_facts:
-                args.insert(0, "fx")
-            self.line(depth, f"{target} = {op}({', '.join(args)})")
+            call = f"{op}({', '.join(['fx', *args] if takes_facts else args)})"
+            if not self.intrinsic(shape, args, call, target, depth):
+                self.line(depth, f"{target} = {call}")
         elif kind == "not":
             a = self.temp()
             self.emit(preds[0], a, depth)
@@ -120,6 +127,112 @@ class _Writer:
             self.line(depth, f"else: raise BE({c})")
         else:
             self.line(depth, f"{target} = {self.name_of(self.compiler.fn(pred), 'F')}(r, fx)")
+
+    def literal(self, c: Any) -> str:
+        return repr(c) if type(c) in (bool, int, str) else self.name_of(c, "K")
+
+    def source_var(self, pred: str) -> str | None:
+        """The request variable a value predicate is (through aliases), if any."""
+        from polang.datalog.compiled import REQUEST_VARS, classify
+
+        seen = 0
+        while pred not in REQUEST_VARS:
+            shape = classify(self.compiler.groups.get(pred, []))
+            if shape.kind != "alias" or seen > 50:
+                return None
+            pred, seen = shape.preds[0], seen + 1
+        return pred
+
+    def constant(self, pred: str) -> tuple[bool, Any]:
+        from polang.datalog.compiled import classify
+
+        shape = classify(self.compiler.groups.get(pred, []))
+        return (True, shape.value) if shape.kind == "const" else (False, None)
+
+    def receiver(self, pred: str, temp: str) -> tuple[str, str] | None:
+        """How to reach the entity record (or context record) of an operand directly:
+        ``("entity", expr)`` where ``expr`` is the Entity (or None), ``("record", expr)``
+        for the context's fields. The fast paths fall back to the builtin call whenever
+        the direct access fails, so errors stay the builtin's."""
+        var = self.source_var(pred)
+        if var == "principal":
+            return ("entity", "pe")
+        if var == "resource":
+            return ("entity", "re")
+        if var == "context":
+            return ("record", f"{temp}.fields")
+        if var is None:
+            self.uses_get = True
+            return ("entity", f"get({temp})")
+        return None
+
+    def intrinsic(self, shape: Any, args: list[str], call: str, target: str, depth: int) -> bool:
+        """Inline fast paths for the commonest builtins (attribute and tag access, ``==``
+        with a literal, Long comparisons); each falls back to ``call`` where it does not
+        apply, so every value and error is the builtin's."""
+        op, preds = shape.op, shape.preds
+        consts = shape.consts
+        if op in ("get_attr", "has_attr") and len(preds) == 1 and len(consts) == 1:
+            how = self.receiver(preds[0], args[0])
+            if how is None:
+                return False
+            kind, expr = how
+            name = repr(consts[0])
+            table = f"{expr}.attrs" if kind == "entity" else expr
+            if op == "get_attr":
+                self.line(depth, f"try: {target} = {table}[{name}]")
+                self.line(depth, f"except LOOKUP: {target} = {call}")
+            elif kind == "entity" and expr in ("pe", "re"):
+                # principal/resource are entity uids: a missing entity has no attribute
+                self.line(depth, f"{target} = {expr} is not None and {name} in {table}")
+            else:
+                return False
+            return True
+        if op in ("method:getTag", "method:hasTag") and len(preds) == 2 and not consts:
+            how = self.receiver(preds[0], args[0])
+            if how is None or how[0] != "entity":
+                return False
+            known, key = self.constant(preds[1])
+            if not known or type(key) is not str:
+                return False
+            expr = how[1]
+            if op == "method:getTag":
+                self.line(depth, f"try: {target} = {expr}.tags[{key!r}]")
+                self.line(depth, f"except LOOKUP: {target} = {call}")
+            elif expr in ("pe", "re"):
+                self.line(depth, f"{target} = {expr} is not None and {key!r} in {expr}.tags")
+            else:
+                return False
+            return True
+        if op in ("eq", "neq") and len(preds) == 2 and not consts:
+            for this, other in ((0, 1), (1, 0)):
+                known, c = self.constant(preds[other])
+                if known and type(c) in (str, int, bool):
+                    # `==` never errors: a value of another type is simply unequal
+                    a = args[this]
+                    test = f"type({a}) is {type(c).__name__} and {a} == {c!r}"
+                    self.line(depth, f"{target} = {test if op == 'eq' else f'not ({test})'}")
+                    return True
+            a, b = args
+            sym = "==" if op == "eq" else "!="
+            self.line(
+                depth,
+                f"{target} = {a} {sym} {b} if type({a}) is type({b}) "
+                f"and type({a}) in PLAIN else {call}",
+            )
+            return True
+        if op in _COMPARE and len(preds) == 2 and not consts:
+            a, b = args
+            self.line(
+                depth,
+                f"{target} = {a} {_COMPARE[op]} {b} "
+                f"if type({a}) is int and type({b}) is int else {call}",
+            )
+            return True
+        return False
+
+
+_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
 OUT_OF_SCOPE = object()
@@ -174,12 +287,15 @@ def generate_policy(compiler: Any, scope_body: Sequence[Any], cond_pred: str) ->
     """
     w = _Writer(compiler)
     w.env.update({"OUT": OUT_OF_SCOPE, "EMPTY": frozenset()})
-    w.line(0, "def policy(r, fx):")
+    w.line(0, "def policy(r, fx, pe, re):")
     w.line(1, "anc = fx.ancestors_of")
+    w.line(1, "get = fx.get")
     if not _scope_lines(w, scope_body):
         return None
     w.emit(cond_pred, "v", 1)
     w.line(1, "return v")
+    if not w.uses_get:
+        del w.lines[2]
     if not any("anc(" in line for line in w.lines):
         del w.lines[1]
     return _exec(w, "policy", cond_pred)
@@ -198,6 +314,10 @@ def generate(compiler: Any, pred: str, name: str = "cond") -> Fn:
     """One Python function ``f(request, facts)`` computing value predicate ``pred``."""
     w = _Writer(compiler)
     w.line(0, f"def {name}(r, fx):")
+    w.line(1, "get = fx.get")
+    w.line(1, "p = r.principal")
+    w.line(1, "pe = None if p is None else get(p)")
+    w.line(1, "re = get(r.resource)")
     w.emit(pred, "v", 1)
     w.line(1, "return v")
     return _exec(w, name, pred)
