@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from polang.datalog.builtins import TESTS, builtin
-from polang.datalog.codegen import compile_compact
+from polang.datalog.codegen import CompactRules, compile_compact
 from polang.datalog.facts import EntityFacts, Request
 from polang.datalog.ir import Atom, Builtin, Const, PolicyInfo, Program, Rule, Var
 from polang.datalog.pycode import OUT_OF_SCOPE
@@ -569,6 +569,7 @@ class CompiledBackend:
         for p, n in (("policy", 1), ("effect", 2), ("scope", 1), ("cond", 2)):
             if self._combine.arity[p] != n:
                 raise ValueError(f"decision rules use {p} with {self._combine.arity[p]} arguments")
+        self._cond_grouped = self._combine.grouped.get("cond") == 1
 
     def candidates(
         self, action: EntityUID, facts: EntityFacts | None = None
@@ -588,7 +589,7 @@ class CompiledBackend:
                 if "action" not in cp.keys.keys
                 or key_holds(cp.keys.keys["action"], action, action_ancestors)
             ]
-            plan = _Plan(cands)
+            plan = _Plan(cands, self._combine)
             if len(self._plans) < 10_000:
                 self._plans[key] = plan
         return plan
@@ -598,7 +599,8 @@ class CompiledBackend:
         if trace:
             return self._decide_traced(plan, request, facts)
         scope: set[str] = set()
-        cond: set[tuple[str, bool]] = set()
+        true: set[str] = set()  # cond(P, true)
+        false: set[str] = set()  # cond(P, false)
         errs: dict[str, EvaluationError] = {}
         # Only the candidates whose indexed scope keys hold are run; each runs the rest of
         # its scope (OUT_OF_SCOPE when it fails) and then its condition. The principal's
@@ -617,16 +619,19 @@ class CompiledBackend:
             if v is OUT_OF_SCOPE:
                 continue
             scope.add(pid)
-            if v is True or v is False:
-                cond.add((pid, v))
+            if v is True:
+                true.add(pid)
+            elif v is False:
+                false.add(pid)
             else:
                 errs[pid] = _bool_error(v)
-        return self._decision(plan, scope, cond, errs, [])
+        return self._decision(plan, scope, true, false, errs, [])
 
     def _decide_traced(self, plan: _Plan, request: Request, facts: EntityFacts) -> RawDecision:
         """Every action candidate, with its scope and condition reported separately."""
         scope: set[str] = set()
-        cond: set[tuple[str, bool]] = set()
+        true: set[str] = set()
+        false: set[str] = set()
         errs: dict[str, EvaluationError] = {}
         outcomes: list[PolicyOutcome] = []
         for cp in plan.policies:
@@ -641,24 +646,34 @@ class CompiledBackend:
                 errs[pid] = e
                 outcomes.append(PolicyOutcome(pid, True, error=e))
                 continue
-            if v is True or v is False:
-                cond.add((pid, v))
+            if v is True:
+                true.add(pid)
+            elif v is False:
+                false.add(pid)
             else:
                 errs[pid] = _bool_error(v)
             outcomes.append(PolicyOutcome(pid, True, value=v, error=errs.get(pid)))
-        return self._decision(plan, scope, cond, errs, outcomes)
+        return self._decision(plan, scope, true, false, errs, outcomes)
 
     def _decision(
         self,
         plan: _Plan,
         scope: set[str],
-        cond: set[tuple[str, bool]],
+        true: set[str],
+        false: set[str],
         errs: dict[str, EvaluationError],
         outcomes: list[PolicyOutcome],
     ) -> RawDecision:
         # policy(P) is given for the in-scope policies only: the others derive nothing
         # (every decision rule needs scope(P)), and the joins stay as small as the scope.
-        rels = self._combine.run(scope, plan.effect_facts, scope, cond)
+        combine = self._combine
+        if self._cond_grouped:
+            cond: Any = {True: true, False: false}
+        else:
+            cond = combine.to_compact(
+                "cond", {(p, True) for p in true} | {(p, False) for p in false}
+            )
+        rels = combine.run(scope, plan.effect_facts, scope, cond)
         order = self._order
         reasons = rels["reason"]
         reason_list = sorted(reasons, key=order.__getitem__) if len(reasons) > 1 else list(reasons)
@@ -704,9 +719,11 @@ class _Plan:
 
     MAX_CACHE = 50_000
 
-    def __init__(self, policies: list[CompiledPolicy]) -> None:
+    def __init__(self, policies: list[CompiledPolicy], combine: CompactRules) -> None:
         self.policies = policies
-        self.effect_facts = frozenset((cp.info.policy_id, cp.info.effect) for cp in policies)
+        self.effect_facts = combine.to_compact(
+            "effect", {(cp.info.policy_id, cp.info.effect) for cp in policies}
+        )
         self.dims: list[_Dim] = []
         for var in ("principal", "resource"):
             absent: set[int] = set()
