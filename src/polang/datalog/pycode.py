@@ -29,28 +29,43 @@ def no_principal() -> EvaluationError:
     return EvaluationError("request", "the request has no principal")
 
 
+OUT_OF_SCOPE = object()
+"""What a generated policy function returns when the policy's scope does not hold."""
+
+_GLOBALS: dict[str, Any] = {
+    "BE": bool_error,
+    "NP": no_principal,
+    "OUT": OUT_OF_SCOPE,
+    "EMPTY": frozenset(),
+    "LOOKUP": (KeyError, AttributeError, TypeError),
+    # types whose Python equality is the language's (same type on both sides)
+    "PLAIN": frozenset({str, int, bool, EntityUID}),
+}
+"""The one globals namespace of all generated code (fixed helpers only)."""
+
+_FACTORIES: dict[str, Callable[..., Fn]] = {}
+"""Compiled code by source text. Constants, builtins and fallbacks are closure cells
+(``c0``, ``c1``...), so policies of the same form share one code object: less to compile
+at load and less code for the processor's caches per request."""
+_MAX_FACTORIES = 20_000
+
+
 class _Writer:
     def __init__(self, compiler: Any) -> None:
         self.compiler = compiler
         self.lines: list[str] = []
-        self.env: dict[str, Any] = {
-            "BE": bool_error,
-            "NP": no_principal,
-            "LOOKUP": (KeyError, AttributeError, TypeError),
-            # types whose Python equality is the language's (same type on both sides)
-            "PLAIN": frozenset({str, int, bool, EntityUID}),
-        }
-        self.names: dict[int, str] = {}
+        self.cells: list[Any] = []
+        self.names: dict[tuple[type, Any], str] = {}
         self.temps = 0
         self.uses_get = False
 
-    def name_of(self, obj: Any, prefix: str) -> str:
-        """A global name for a constant, builtin or fallback function (shared by identity)."""
-        key = id(obj)
+    def name_of(self, obj: Any, _prefix: str = "") -> str:
+        """The closure cell holding a constant, builtin or fallback function."""
+        key = (type(obj), obj) if type(obj) in (str, int) else (type(obj), id(obj))
         n = self.names.get(key)
         if n is None:
-            n = f"{prefix}{len(self.env)}"
-            self.env[n] = obj
+            n = f"c{len(self.cells)}"
+            self.cells.append(obj)
             self.names[key] = n
         return n
 
@@ -75,9 +90,7 @@ class _Writer:
         shape = classify(self.compiler.groups.get(pred, []))
         kind, preds = shape.kind, shape.preds
         if kind == "const":
-            v = shape.value
-            literal = repr(v) if type(v) in (bool, int, str) else self.name_of(v, "K")
-            self.line(depth, f"{target} = {literal}")
+            self.line(depth, f"{target} = {self.literal(shape.value)}")
         elif kind == "alias":
             self.emit(preds[0], target, depth)
         elif kind == "call":
@@ -129,7 +142,7 @@ class _Writer:
             self.line(depth, f"{target} = {self.name_of(self.compiler.fn(pred), 'F')}(r, fx)")
 
     def literal(self, c: Any) -> str:
-        return repr(c) if type(c) in (bool, int, str) else self.name_of(c, "K")
+        return repr(c) if c is None or type(c) is bool else self.name_of(c, "K")
 
     def source_var(self, pred: str) -> str | None:
         """The request variable a value predicate is (through aliases), if any."""
@@ -177,7 +190,7 @@ class _Writer:
             if how is None:
                 return False
             kind, expr = how
-            name = repr(consts[0])
+            name = self.literal(consts[0])
             table = f"{expr}.attrs" if kind == "entity" else expr
             if op == "get_attr":
                 self.line(depth, f"try: {target} = {table}[{name}]")
@@ -196,11 +209,12 @@ class _Writer:
             if not known or type(key) is not str:
                 return False
             expr = how[1]
+            k = self.literal(key)
             if op == "method:getTag":
-                self.line(depth, f"try: {target} = {expr}.tags[{key!r}]")
+                self.line(depth, f"try: {target} = {expr}.tags[{k}]")
                 self.line(depth, f"except LOOKUP: {target} = {call}")
             elif expr in ("pe", "re"):
-                self.line(depth, f"{target} = {expr} is not None and {key!r} in {expr}.tags")
+                self.line(depth, f"{target} = {expr} is not None and {k} in {expr}.tags")
             else:
                 return False
             return True
@@ -210,7 +224,7 @@ class _Writer:
                 if known and type(c) in (str, int, bool):
                     # `==` never errors: a value of another type is simply unequal
                     a = args[this]
-                    test = f"type({a}) is {type(c).__name__} and {a} == {c!r}"
+                    test = f"type({a}) is {type(c).__name__} and {a} == {self.literal(c)}"
                     self.line(depth, f"{target} = {test if op == 'eq' else f'not ({test})'}")
                     return True
             a, b = args
@@ -233,10 +247,6 @@ class _Writer:
 
 
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-
-
-OUT_OF_SCOPE = object()
-"""What a generated policy function returns when the policy's scope does not hold."""
 
 
 def _scope_lines(w: _Writer, body: Sequence[Any]) -> bool:
@@ -286,7 +296,6 @@ def generate_policy(compiler: Any, scope_body: Sequence[Any], cond_pred: str) ->
     know (the backend then checks the scope with its closures).
     """
     w = _Writer(compiler)
-    w.env.update({"OUT": OUT_OF_SCOPE, "EMPTY": frozenset()})
     w.line(0, "def policy(r, fx, pe, re):")
     w.line(1, "anc = fx.ancestors_of")
     w.line(1, "get = fx.get")
@@ -303,10 +312,21 @@ def generate_policy(compiler: Any, scope_body: Sequence[Any], cond_pred: str) ->
 
 def _exec(w: _Writer, name: str, pred: str) -> Fn:
     src = "\n".join(w.lines)
-    env = dict(w.env)
-    exec(compile(src, f"<polang {pred}>", "exec"), env)
-    fn: Fn = env[name]
-    fn.__doc__ = src  # inspectable: `polang` developers can print it
+    make = _FACTORIES.get(src)
+    if make is None:
+        params = ", ".join(f"c{i}" for i in range(len(w.cells)))
+        body = "\n".join("    " + line for line in w.lines)
+        local: dict[str, Any] = {}
+        code = compile(f"def make({params}):\n{body}\n    return {name}", "<polang>", "exec")
+        exec(code, _GLOBALS, local)
+        make = local["make"]
+        if len(_FACTORIES) >= _MAX_FACTORIES:
+            _FACTORIES.clear()
+        _FACTORIES[src] = make
+    fn = make(*w.cells)
+    # inspectable: `polang` developers can print it, with the cells' values
+    cells = "".join(f"\n# c{i} = {c!r}" for i, c in enumerate(w.cells))
+    fn.__doc__ = f"# {pred}\n{src}{cells}"
     return fn
 
 
