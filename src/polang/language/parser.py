@@ -31,7 +31,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from polang.errors import PolicyParseError
-from polang.language import ast
+from polang.language import ast, lalr
 from polang.language.values import LONG_MAX, LONG_MIN, EntityUID
 
 __all__ = [
@@ -889,7 +889,19 @@ class _Converter:
 # ---------------------------------------------------------------- public API
 
 
+@functools.cache
+def _lalr() -> tuple[lalr.Tables, lalr.Lexer]:
+    tables = lalr.load_tables("policy", get_parser)
+    return tables, lalr.policy_lexer(tables)
+
+
 def _parse_tree(src: _Source, start: str) -> Tree[Token]:
+    # The stored tables parse without building lark's parser (start-up time); text they
+    # reject is parsed again by lark, whose exception the error message is made of.
+    tables, lexer = _lalr()
+    tree = lalr.parse(tables, lexer, src.text, start)
+    if tree is not None:
+        return tree
     try:
         return get_parser().parse(src.text, start=start)
     except UnexpectedInput as e:

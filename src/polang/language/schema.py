@@ -28,6 +28,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from lark.lexer import Lexer, LexerState
 
 from polang.errors import SchemaError
+from polang.language import lalr
 from polang.language.values import EntityUID
 
 if TYPE_CHECKING:
@@ -774,6 +775,11 @@ class _SchemaLexer(Lexer):
 
 
 @functools.cache
+def _schema_lexer(tables: lalr.Tables) -> lalr.Lexer:
+    return lalr.schema_lexer(tables)
+
+
+@functools.cache
 def _lark_parser() -> Lark:
     grammar = (Path(__file__).parent / "grammar" / "schema.lark").read_text(encoding="utf-8")
     return Lark(grammar, parser="lalr", lexer=_SchemaLexer, maybe_placeholders=True, cache=True)
@@ -1116,10 +1122,13 @@ def parse_schema(text: str, filename: str | None = None) -> Schema:
     src = _Source(filename)
     if text.startswith("\ufeff"):
         text = text[1:]  # a byte-order mark is not part of the schema
-    try:
-        tree = _lark_parser().parse(text)
-    except UnexpectedInput as e:
-        raise _syntax_error(src, text, e) from None
+    tables = lalr.load_tables("schema", _lark_parser)
+    tree = lalr.parse(tables, _schema_lexer(tables), text, "start")
+    if tree is None:  # a syntax error: lark's exception makes the message
+        try:
+            tree = _lark_parser().parse(text)
+        except UnexpectedInput as e:
+            raise _syntax_error(src, text, e) from None
     return _Resolver(src, _HumanReader(src).read(tree)).run()
 
 

@@ -1,0 +1,454 @@
+"""The policy and schema grammars' LALR tables, run without building a lark parser.
+
+lark computes a grammar's tables when a parser is made; even from its cache, loading them
+and building the lexer cost about 15 ms per grammar, most of an engine's start-up. The
+tables only change with the grammar, so ``grammar_tables.py`` stores them, generated from
+``grammar/*.lark`` by ``python -c "from polang.language import lalr; lalr.main()"``, and
+:func:`parse` runs them with a small driver that builds the same trees as lark: rule
+aliases, ``?rule`` inlining, filtered anonymous tokens, spliced ``_rule`` children and
+``[x]`` placeholders.
+
+The driver only produces trees. On any lexing or parsing problem it returns ``None`` and
+the caller parses the text again with lark, whose exception the error messages are made
+of, so every message stays exactly as it was. A grammar whose text no longer matches the
+hash stored with its tables is run with tables taken from lark at run time (slower, never
+wrong); ``tests/language/test_lalr.py`` fails until the tables are regenerated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from itertools import chain
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lark import Token, Tree
+
+if TYPE_CHECKING:
+    from lark import Lark
+
+GRAMMARS = ("policy", "schema")
+"""The grammars with stored tables: ``grammar/<name>.lark``."""
+
+_IDENT_RE = re.compile(r"[_a-zA-Z][_a-zA-Z0-9]*\Z")
+
+# A rule: (origin, tree name, length, expand1, children to keep or None for all, Nones
+# appended). A kept child is (index, splice its children, Nones inserted before it).
+Rule = tuple[str, str, int, bool, tuple[tuple[int, bool, int], ...] | None, int]
+
+
+class States(dict[int, dict[str, int]]):
+    """``states[s][symbol]``: a state to shift or go to (``>= 0``), or ``-1 - r`` to reduce
+    by rule ``r``. A state's row is built on first use (most are never needed)."""
+
+    def __init__(self, symbols: list[str], keysets: list[list[int]], rows: list[list[int]]):
+        super().__init__()
+        self._keys = [tuple(symbols[i] for i in ks) for ks in keysets]
+        self._rows = rows
+
+    def __missing__(self, state: int) -> dict[str, int]:
+        row = self._rows[state]
+        actions = dict(zip(self._keys[row[0]], row[1:], strict=True))
+        self[state] = actions
+        return actions
+
+
+@dataclass(frozen=True, slots=True, eq=False)  # hashed by identity (cached lexers)
+class Tables:
+    """A grammar's parse tables and the tree-shaping rule of each reduction."""
+
+    states: States
+    rules: list[Rule]
+    starts: dict[str, tuple[int, int]]
+    """Per start symbol: its start state and the state that accepts."""
+    literals: dict[str, str]
+    """Terminals written as fixed text (keywords, punctuation): text -> terminal name."""
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Tables:
+        rules: list[Rule] = [
+            (
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                None if r[4] is None else tuple((i, e, n) for i, e, n in r[4]),
+                r[5],
+            )
+            for r in data["rules"]
+        ]
+        return cls(
+            States(data["symbols"], data["keysets"], data["rows"]),
+            rules,
+            {k: (v[0], v[1]) for k, v in data["starts"].items()},
+            data["literals"],
+        )
+
+
+# ---------------------------------------------------------------- tables from lark
+
+
+def grammar_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def tables_from_lark(parser: Lark, grammar_text: str) -> dict[str, Any]:
+    """The JSON form of a lark LALR parser's tables and tree-shaping rules.
+
+    A state's actions are stored as the index of its set of symbols (states share few
+    distinct sets) followed by the codes in that set's order: mostly integers, quick to
+    load.
+    """
+    from lark.parsers.lalr_analysis import Shift
+
+    table = parser.parser.parser.parser.parse_table
+    placeholders = bool(parser.options.maybe_placeholders)
+    reductions = {
+        arg
+        for actions in table.states.values()
+        for action, arg in actions.values()
+        if action is not Shift
+    }
+    lark_rules = sorted(
+        reductions, key=lambda r: (r.origin.name, [s.name for s in r.expansion], r.alias or "")
+    )
+    index = {r: i for i, r in enumerate(lark_rules)}
+    symbols = sorted({sym for actions in table.states.values() for sym in actions})
+    position = {sym: i for i, sym in enumerate(symbols)}
+    keysets: list[list[int]] = []
+    keyset_index: dict[tuple[int, ...], int] = {}
+    rows: list[list[int]] = [[] for _ in range(len(table.states))]
+    for s, actions in table.states.items():
+        ordered = sorted(actions.items())
+        ks = tuple(position[sym] for sym, _ in ordered)
+        if ks not in keyset_index:
+            keyset_index[ks] = len(keysets)
+            keysets.append(list(ks))
+        codes = [arg if action is Shift else -1 - index[arg] for _, (action, arg) in ordered]
+        rows[s] = [keyset_index[ks], *codes]
+    starts = {k: [table.start_states[k], table.end_states[k]] for k in sorted(table.start_states)}
+    literals = {str(t.pattern.value): t.name for t in parser.terminals if t.pattern.type == "str"}
+    return {
+        "grammar_sha256": grammar_hash(grammar_text),
+        "symbols": symbols,
+        "keysets": keysets,
+        "rows": rows,
+        "rules": [_rule_json(r, placeholders) for r in lark_rules],
+        "starts": starts,
+        "literals": dict(sorted(literals.items())),
+    }
+
+
+def _rule_json(rule: Any, placeholders: bool) -> list[Any]:
+    """What lark's parse-tree builder does on a reduction by ``rule``, as data."""
+    opts = rule.options
+    expansion = rule.expansion
+    empty = list(opts.empty_indices) if placeholders and opts.empty_indices else []
+    if empty:
+        bits = "".join(str(int(b)) for b in empty)
+        nones = [len(ones) for ones in bits.split("0")]
+    else:
+        nones = [0] * (len(expansion) + 1)
+    include: list[list[Any]] = []
+    pending = 0
+    for i, sym in enumerate(expansion):
+        pending += nones[i]
+        if opts.keep_all_tokens or not (sym.is_term and sym.filter_out):
+            splice = not sym.is_term and sym.name.startswith("_")
+            include.append([i, splice, pending])
+            pending = 0
+    pending += nones[len(expansion)]
+    filtered = bool(empty) or len(include) < len(expansion) or any(x[1] for x in include)
+    name = rule.alias or opts.template_source or rule.origin.name
+    return [
+        rule.origin.name,
+        name,
+        len(expansion),
+        bool(opts.expand1 and not rule.alias),
+        include if filtered else None,
+        pending if filtered else 0,
+    ]
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _grammar_text(name: str) -> str:
+    return (Path(__file__).parent / "grammar" / f"{name}.lark").read_text(encoding="utf-8")
+
+
+@cache
+def load_tables(name: str, lark_parser: Callable[[], Lark]) -> Tables:
+    """The stored tables of ``grammar/<name>.lark``, or lark's when the grammar changed."""
+    from polang.language import grammar_tables
+
+    text = _grammar_text(name)
+    data = json.loads(getattr(grammar_tables, name.upper()))
+    if data.get("grammar_sha256") != grammar_hash(text):
+        data = tables_from_lark(lark_parser(), text)
+    return Tables.from_json(data)
+
+
+# ---------------------------------------------------------------- the driver
+
+Lexer = Callable[[str, States, list[int]], Iterator[Token]]
+"""``lexer(text, states, state_stack)``: the tokens of ``text`` (``None`` on a bad one);
+it may read the current state (contextual keywords) when asked for the next token."""
+
+
+class _Stop(Exception):
+    """The lexer met text no terminal matches."""
+
+
+def parse(tables: Tables, lexer: Lexer, text: str, start: str) -> Tree[Token] | None:
+    """lark's tree for ``text`` from ``start``, or ``None`` when the text does not parse."""
+    states = tables.states
+    rules = tables.rules
+    start_state, end_state = tables.starts[start]
+    stack = [start_state]
+    values: list[Any] = []
+    push_state = stack.append
+    push_value = values.append
+    end = _END
+    try:
+        for tok in chain(lexer(text, states, stack), (end,)):
+            kind = tok.type
+            actions = states[stack[-1]]
+            while True:
+                code = actions.get(kind)
+                if code is None:
+                    return None
+                if code >= 0:
+                    if tok is end:
+                        return None
+                    push_state(code)
+                    push_value(tok)
+                    break
+                # reduce by rule ~code, then go to the state after its symbol
+                origin, name, size, expand1, include, append_none = rules[~code]
+                if size:
+                    kids = values[-size:]
+                    del stack[-size:]
+                    del values[-size:]
+                else:
+                    kids = []
+                if include is not None:
+                    out: list[Any] = []
+                    for i, splice, nones in include:
+                        if nones:
+                            out.extend([None] * nones)
+                        if splice:
+                            out.extend(kids[i].children)
+                        else:
+                            out.append(kids[i])
+                    if append_none:
+                        out.extend([None] * append_none)
+                    kids = out
+                state = states[stack[-1]][origin]
+                push_state(state)
+                push_value(kids[0] if expand1 and len(kids) == 1 else Tree(name, kids))
+                if state == end_state and tok is end:
+                    tree: Tree[Token] = values[-1]
+                    return tree
+                actions = states[state]
+    except _Stop:
+        return None
+    return None  # pragma: no cover - the end token always accepts or fails above
+
+
+_END = Token("$END", "")
+
+
+# ---------------------------------------------------------------- lexers
+
+
+def _new_token(
+    kind: str,
+    value: str,
+    start: int,
+    line: int,
+    column: int,
+    end_line: int | None,
+    end_column: int | None,
+    end: int | None,
+) -> Token:
+    # lark's Token(...) with its keyword handling skipped: the same object, built directly.
+    tok = str.__new__(Token, value)
+    tok.type = kind
+    tok.value = value
+    tok.start_pos = start
+    tok.line = line
+    tok.column = column
+    tok.end_line = end_line
+    tok.end_column = end_column
+    tok.end_pos = end
+    return tok
+
+
+def _punctuation(literals: dict[str, str]) -> str:
+    """The fixed-text terminals that are not words, longest first (lark's order)."""
+    symbols = [t for t in literals if not _IDENT_RE.match(t) and (len(t) == 1 or t[0] != "?")]
+    symbols.sort(key=len, reverse=True)
+    return "|".join(re.escape(s) for s in symbols)
+
+
+@cache
+def _policy_regex(tables: Tables) -> re.Pattern[str]:
+    # lark's basic lexer for policy.lark: the same terminals in the same order of
+    # preference (the kinds start with different characters; among symbols the longest
+    # wins), with the whitespace and comments before a token skipped in the same match.
+    # Group 1 string, 2 word, 3 number, 4 slot, 5 symbol; none at the end of the text.
+    return re.compile(
+        r'(?:\s+|//[^\n\r]*)*(?:("(?:\\.|[^"\\])*")|([_a-zA-Z][_a-zA-Z0-9]*)|([0-9]+)'
+        r"|(\?[_a-zA-Z][_a-zA-Z0-9]*)|(" + _punctuation(tables.literals) + "))?",
+        re.DOTALL,
+    )
+
+
+def policy_lexer(tables: Tables) -> Lexer:
+    """lark's basic lexer for ``policy.lark``: keywords and slots are fixed words."""
+    regex = _policy_regex(tables)
+    literals = tables.literals
+    words = {t: n for t, n in literals.items() if _IDENT_RE.match(t)}
+    slots = {t: n for t, n in literals.items() if t.startswith("?") and len(t) > 1}
+    new = str.__new__
+
+    def lex(text: str, _states: States, _stack: list[int]) -> Iterator[Token]:
+        match = regex.match
+        count = text.count
+        pos, line, line_start, end_of_text = 0, 1, 0, len(text)
+        while True:
+            m = match(text, pos)
+            assert m is not None  # everything in the pattern is optional
+            group = m.lastindex
+            if group is None:
+                if m.end() == end_of_text:
+                    return
+                raise _Stop
+            start = m.start(group)
+            if start != pos:  # skipped whitespace or comments
+                newlines = count("\n", pos, start)
+                if newlines:
+                    line += newlines
+                    line_start = text.rindex("\n", pos, start) + 1
+            pos = m.end()
+            value = m.group(group)
+            if group == 2:
+                kind = words.get(value, "IDENT")
+            elif group == 5:
+                kind = literals[value]
+            elif group == 1:
+                kind = "STR"
+            elif group == 3:
+                kind = "NUMBER"
+            else:
+                kind = slots.get(value, "OTHER_SLOT")
+            # lark's Token, built as Token(...) builds it
+            tok = new(Token, value)
+            tok.type = kind
+            tok.value = value
+            tok.start_pos = start
+            tok.line = line
+            tok.column = start - line_start + 1
+            if group == 1:
+                newlines = count("\n", start, pos)
+                if newlines:
+                    line += newlines
+                    line_start = text.rindex("\n", start, pos) + 1
+            tok.end_line = line
+            tok.end_column = pos - line_start + 1
+            tok.end_pos = pos
+            yield tok
+
+    return lex
+
+
+@cache
+def _schema_regex(tables: Tables) -> re.Pattern[str]:
+    return re.compile(
+        r'(\s+|//[^\n]*)|("(?:[^"\\]|\\[\s\S])*")|([_a-zA-Z][_a-zA-Z0-9]*)|('
+        + _punctuation(tables.literals)
+        + ")"
+    )
+
+
+def schema_lexer(tables: Tables) -> Lexer:
+    """The schema's contextual lexer (see ``schema._SchemaLexer``): a word is a keyword
+    only where the parser's current state accepts that keyword."""
+    regex = _schema_regex(tables)
+    literals = tables.literals
+    keywords = {t: n for t, n in literals.items() if _IDENT_RE.match(t)}
+
+    def lex(text: str, states: States, stack: list[int]) -> Iterator[Token]:
+        match = regex.match
+        pos, line, line_start, end_of_text = 0, 1, 0, len(text)
+        while pos < end_of_text:
+            m = match(text, pos)
+            if m is None:
+                raise _Stop
+            end = m.end()
+            group = m.lastindex
+            value = m.group()
+            if group == 1 or group == 2:
+                newlines = value.count("\n")
+                if group == 1:
+                    if newlines:
+                        line += newlines
+                        line_start = text.rindex("\n", pos, end) + 1
+                    pos = end
+                    continue
+                tok = _new_token("STR", value, pos, line, pos - line_start + 1, None, None, None)
+                if newlines:
+                    line += newlines
+                    line_start = text.rindex("\n", pos, end) + 1
+            elif group == 3:
+                kind = keywords.get(value)
+                if kind is None or kind not in states[stack[-1]]:
+                    kind = "IDENT"
+                tok = _new_token(kind, value, pos, line, pos - line_start + 1, None, None, None)
+            else:
+                tok = _new_token(
+                    literals[value], value, pos, line, pos - line_start + 1, None, None, None
+                )
+            yield tok
+            pos = end
+
+    return lex
+
+
+# ---------------------------------------------------------------- generation
+
+
+def generate() -> str:
+    """The text of ``grammar_tables.py`` for the current grammars."""
+    from polang.language.parser import get_parser
+    from polang.language.schema import _lark_parser
+
+    builders: dict[str, Callable[[], Lark]] = {"policy": get_parser, "schema": _lark_parser}
+    out = [
+        '"""LALR tables of ``grammar/*.lark`` (see ``lalr.py``).',
+        "",
+        'Generated by ``python -c "from polang.language import lalr; lalr.main()"``; do not',
+        "edit.",
+        '"""',
+        "",
+        "# ruff: noqa: E501",
+    ]
+    for name in GRAMMARS:
+        data = tables_from_lark(builders[name](), _grammar_text(name))
+        text = json.dumps(data, separators=(",", ":"))
+        out.append("")
+        out.append(f"{name.upper()} = {text!r}")
+    return "\n".join(out) + "\n"
+
+
+def main() -> int:
+    target = Path(__file__).parent / "grammar_tables.py"
+    target.write_text(generate(), encoding="utf-8")
+    print(f"wrote {target}")
+    return 0
