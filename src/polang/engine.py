@@ -17,13 +17,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polang.config import Config
 from polang.datalog.authorizer import Authorizer, Decision
-from polang.datalog.explain import Explanation, explain
 from polang.datalog.facts import EntityFacts, Request
-from polang.datalog.query import QueryResult, access_matrix, what_can, who_can
 from polang.errors import (
     EntityError,
     PolangError,
@@ -48,6 +46,10 @@ from polang.store.source import PolicyStoreSource, load_policy_store_archive_byt
 from polang.tokens.model import DroppedToken, ProcessedTokens, TokenInput
 from polang.tokens.processor import TokenProcessor
 from polang.tokens.settings import IssuerSettings, TokenSettings
+
+if TYPE_CHECKING:  # explanations and queries are imported on first use (start-up time)
+    from polang.datalog.explain import Explanation
+    from polang.datalog.query import QueryResult
 
 METRICS_INTERVAL = 60.0
 """Seconds between two Metric log entries written while deciding."""
@@ -459,6 +461,8 @@ class Engine:
         Same inputs as ``authorize_unsigned``; with ``tokens`` the request is built as
         ``authorize_multi_issuer`` builds it (then ``principal`` must be ``None``).
         """
+        from polang.datalog.explain import explain
+
         snap = self._snap
         if tokens is not None:
             if principal is not None:
@@ -532,6 +536,8 @@ class Engine:
         ``context=None`` means the context is unknown: policies that read it are reported
         as conditional, with the condition they depend on.
         """
+        from polang.datalog.query import who_can
+
         snap = self._snap
         act = self._action(action)
         res, facts = self._subject(snap, resource, "resource")
@@ -556,6 +562,8 @@ class Engine:
         cursor: str | None = None,
     ) -> QueryResult:
         """Every (action, resource) of the store the policies allow ``principal``."""
+        from polang.datalog.query import what_can
+
         snap = self._snap
         act = self._action(action) if action is not None else None
         prin, facts = self._subject(snap, principal, "principal")
@@ -581,6 +589,8 @@ class Engine:
     ) -> QueryResult:
         """Every allowed (principal, action, resource) over the store's entities plus
         ``entities``."""
+        from polang.datalog.query import access_matrix
+
         snap = self._snap
         extra = [
             self._entity(e, f"entities[{i}]", snap.store.schema) for i, e in enumerate(entities)

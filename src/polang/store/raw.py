@@ -8,12 +8,11 @@ from parsed ASTs.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
-
-import yaml
 
 from polang.store.errors import Problems
 
@@ -116,39 +115,44 @@ def load_json(text: str, *, file: str, problems: Problems, location: str | None 
     return None
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """Safe YAML with every scalar a plain JSON type: no timestamps, no duplicate keys."""
+@functools.cache
+def _strict_loader() -> Any:
+    """Safe YAML with every scalar a plain JSON type: no timestamps, no duplicate keys.
 
+    Built on first use: PyYAML is only imported for YAML stores (start-up time).
+    """
+    import yaml
 
-_StrictLoader.yaml_implicit_resolvers = {
-    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
-    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
+    class StrictLoader(yaml.SafeLoader):
+        pass
 
+    StrictLoader.yaml_implicit_resolvers = {
+        k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
+        for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
 
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    loader.flatten_mapping(node)
-    out: dict[Any, Any] = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in out:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
-        out[key] = loader.construct_object(value_node, deep=True)
-    return out
+    def construct_mapping(loader: StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+        loader.flatten_mapping(node)
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if key in out:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            out[key] = loader.construct_object(value_node, deep=True)
+        return out
 
-
-_StrictLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,
-)
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return StrictLoader
 
 
 def load_yaml(text: str, *, file: str, problems: Problems) -> Any:
-    """Strict YAML (see :class:`_StrictLoader`); ``None`` with a problem on failure."""
+    """Strict YAML (see :func:`_strict_loader`); ``None`` with a problem on failure."""
+    import yaml
+
     try:
-        return yaml.load(text, Loader=_StrictLoader)
+        return yaml.load(text, Loader=_strict_loader())
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{mark.line + 1}:{mark.column + 1}" if mark is not None else None

@@ -23,7 +23,10 @@ from urllib.parse import urlsplit
 
 from polang.config import STORE_SOURCE_KEYS, Config
 from polang.errors import ConfigError
+from polang.store.archive import ZIP_MAGIC, read_archive
+from polang.store.build import build_store
 from polang.store.errors import Problems
+from polang.store.layout import read_directory, read_layout
 from polang.store.model import PolicyStore
 from polang.store.raw import RawStore, decode_text
 
@@ -152,11 +155,6 @@ class PolicyStoreSource:
     def _read(
         self, config: Config, ssl_context: ssl.SSLContext | None = None
     ) -> tuple[RawStore | None, Problems]:
-        from polang.store.archive import ZIP_MAGIC, read_archive
-        from polang.store.layout import read_directory, read_layout
-        from polang.store.legacy import read_legacy
-        from polang.store.remote import fetch_bytes
-
         problems = Problems(self.describe())
         raw: RawStore | None = None
         label = Path(self.location).name if self.kind.endswith("_file") else self.location
@@ -178,6 +176,8 @@ class PolicyStoreSource:
             if self.kind == "archive_file":
                 data = _read_file(self.location, problems)
             elif self.kind == "archive_url":
+                from polang.store.remote import fetch_bytes  # httpx: only for URL sources
+
                 data = fetch_bytes(
                     self.location,
                     config,
@@ -206,6 +206,8 @@ class PolicyStoreSource:
                 )
                 fmt = "yaml" if self.kind == "legacy_yaml_file" else "json"
             elif self.kind == "legacy_url":
+                from polang.store.remote import fetch_bytes
+
                 body = fetch_bytes(
                     self.location, config, accept="application/json", ssl_context=ssl_context
                 )
@@ -221,6 +223,8 @@ class PolicyStoreSource:
                 text = self.text or ""
                 fmt = "json" if text.lstrip()[:1] in ("{", "[") else "yaml"
             if text is not None:
+                from polang.store.legacy import read_legacy
+
                 raw = read_legacy(
                     text,
                     file=label,
@@ -238,8 +242,6 @@ class PolicyStoreSource:
 
         ``ssl_context`` replaces the default HTTPS trust for URL sources (private CAs).
         """
-        from polang.store.build import build_store
-
         config = config or Config()
         raw, problems = self._read(config, ssl_context)
         if raw is None:

@@ -15,13 +15,14 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import httpx
 
 from polang.errors import ConfigError
 from polang.tokens.settings import TokenSettings
+
+if TYPE_CHECKING:
+    import httpx
 
 
 class FetchError(Exception):
@@ -70,6 +71,8 @@ class HttpFetcher:
         self.request_count = 0
 
     def _get_client(self) -> httpx.Client:
+        import httpx  # on first fetch only: an engine that never fetches never loads it
+
         with self._lock:
             if self._client is None:
                 try:
@@ -111,6 +114,8 @@ class HttpFetcher:
         raise FetchError(f"{url}: {last} (after {attempts} attempt(s))")
 
     def _get_once(self, client: httpx.Client, url: str, accept: str) -> FetchResult:
+        import httpx
+
         limit = self._settings.http_max_response_size
         with self._lock:
             self.request_count += 1

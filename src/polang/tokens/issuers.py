@@ -15,15 +15,15 @@ import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import jwt
-from jwt.exceptions import PyJWTError
 
 from polang.errors import ConfigError
 from polang.tokens.http import FetchError, HttpFetcher, cache_control_max_age
 from polang.tokens.settings import WELL_KNOWN_SUFFIX, IssuerSettings, TokenSettings
+
+if TYPE_CHECKING:
+    import jwt
 
 DEFAULT_JWKS_REFRESH = 3600
 
@@ -88,6 +88,8 @@ class JsonWebKey:
     def pyjwk(self, alg: str) -> jwt.PyJWK:
         key = self._by_alg.get(alg)
         if key is None:
+            import jwt  # PyJWT and cryptography load with the first key, not at import
+
             key = jwt.PyJWK(self.data, algorithm=alg)
             self._by_alg[alg] = key
         return key
@@ -98,6 +100,9 @@ def parse_jwks(doc: object, where: str) -> list[JsonWebKey]:
     raw = doc.get("keys") if isinstance(doc, dict) else doc
     if not isinstance(raw, list):
         raise ValueError(f"{where}: expected a JWKS object with a 'keys' array")
+    import jwt
+    from jwt.exceptions import PyJWTError
+
     keys: list[JsonWebKey] = []
     for i, k in enumerate(raw):
         if not isinstance(k, dict):

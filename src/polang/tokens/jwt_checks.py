@@ -14,9 +14,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import jwt
-from jwt.exceptions import PyJWTError
-
 from polang.tokens.issuers import IssuerKeys, KeyLookupError
 from polang.tokens.model import TokenDrop
 
@@ -116,6 +113,9 @@ def verify_signature(decoded: DecodedJwt, issuer: IssuerKeys, allowed: tuple[str
         raise TokenDrop(
             "signature", f"issuer {issuer.settings.issuer_id!r} has no key for algorithm {alg}"
         )
+    import jwt  # PyJWT (and cryptography) only once a signature is verified
+    from jwt.exceptions import PyJWTError
+
     for key in keys:
         try:
             jwt.decode(
