@@ -274,3 +274,50 @@ def test_generated_fast_paths_match_the_rule_interpreter(policy: str) -> None:
                 assert [(pid, e.kind, e.message) for pid, e in a.errors] == [
                     (pid, e.kind, e.message) for pid, e in b.errors
                 ], request
+
+
+def test_equal_policies_share_one_function_and_each_reports_its_outcome() -> None:
+    from polang.language.entities import Entity
+
+    text = """
+    permit(principal, action == Action::"a", resource) when { resource.owner == principal };
+    permit(principal, action in [Action::"a", Action::"b"], resource) when { resource.owner == principal };
+    forbid(principal, action, resource) when { principal.missing };
+    forbid(principal, action, resource) when { principal.missing };
+    permit(principal, action, resource) when { resource.owner != principal };
+    """
+    program = lower_policies((f"policy{i}", p) for i, p in enumerate(parse_policies(text)))
+    backend = CompiledBackend(program)
+    runs = [cp.run for cp in backend.policies]
+    assert runs[0] is runs[1] and runs[2] is runs[3]
+    assert runs[0] is not runs[4]
+    u, d = EntityUID("U", "u"), EntityUID("D", "d")
+    facts = EntityFacts([Entity(u), Entity(d, {"owner": u})])
+    got = backend.decide(Request(u, EntityUID("Action", "a"), d, RecordValue()), facts)
+    assert got.allow and got.reasons == ["policy0", "policy1"]
+    assert [p for p, _ in got.errors] == ["policy2", "policy3"]
+    assert got.errors[0][1] is got.errors[1][1]
+    got = backend.decide(Request(u, EntityUID("Action", "b"), d, RecordValue()), facts)
+    assert got.reasons == ["policy1"]
+
+
+def test_extension_calls_on_literals_fold_and_bad_literals_still_error_per_request() -> None:
+    from polang.language.entities import Entity
+
+    text = """
+    permit(principal, action, resource) when { context.ip.isInRange(ip("10.0.0.0/8")) };
+    permit(principal, action, resource) when { ip("nonsense").isLoopback() };
+    """
+    program = lower_policies((f"policy{i}", p) for i, p in enumerate(parse_policies(text)))
+    backend = CompiledBackend(program)
+    assert "ip(" not in backend.policies[0].run.__doc__.split("# c")[0]  # folded to a cell
+    u, d = EntityUID("U", "u"), EntityUID("D", "d")
+    facts = EntityFacts([Entity(u), Entity(d)])
+    ctx = parse_context({"ip": {"__extn": {"fn": "ip", "arg": "10.1.2.3"}}}, None, None)
+    got = backend.decide(Request(u, EntityUID("Action", "a"), d, ctx), facts)
+    plain = CompiledBackend(program, mode="generic").decide(
+        Request(u, EntityUID("Action", "a"), d, ctx), facts
+    )
+    assert got.reasons == plain.reasons == ["policy0"]
+    assert [(p, e.message) for p, e in got.errors] == [(p, e.message) for p, e in plain.errors]
+    assert [p for p, _ in got.errors] == ["policy1"]

@@ -186,6 +186,7 @@ class Compiler:
         self.groups = program.by_head()
         self.fns: dict[str, Fn] = {}
         self.specialize = specialize
+        self.generated: dict[Any, Any] = {}  # pycode's functions by code and cells
 
     def fn(self, pred: str) -> Fn:
         f = self.fns.get(pred)
@@ -609,22 +610,25 @@ class CompiledBackend:
         principal = request.principal
         pe = None if principal is None else get(principal)
         re = get(request.resource)
-        for pid, run in plan.select(request, facts):
+        for run, pids in plan.select(request, facts):
             try:
                 v = run(request, facts, pe, re)
             except EvaluationError as e:
-                scope.add(pid)
-                errs[pid] = e
+                scope.update(pids)
+                for pid in pids:
+                    errs[pid] = e
                 continue
             if v is OUT_OF_SCOPE:
                 continue
-            scope.add(pid)
+            scope.update(pids)
             if v is True:
-                true.add(pid)
+                true.update(pids)
             elif v is False:
-                false.add(pid)
+                false.update(pids)
             else:
-                errs[pid] = _bool_error(v)
+                not_bool = _bool_error(v)
+                for pid in pids:
+                    errs[pid] = not_bool
         return self._decision(plan, scope, true, false, errs, [])
 
     def _decide_traced(self, plan: _Plan, request: Request, facts: EntityFacts) -> RawDecision:
@@ -746,7 +750,9 @@ class _Plan:
                     by_type.setdefault(key[1], set()).add(pos)
             self.dims.append((frozenset(absent), frozenset(bound), eq, in_, by_type))
         self._dim_cache: list[dict[Any, tuple[frozenset[EntityUID], frozenset[int]]]] = [{}, {}]
-        self._pairs: dict[tuple[frozenset[int], frozenset[int]], list[tuple[str, RunFn]]] = {}
+        self._pairs: dict[
+            tuple[frozenset[int], frozenset[int]], list[tuple[RunFn, tuple[str, ...]]]
+        ] = {}
 
     def _positions(self, d: int, v: EntityUID | None, facts: EntityFacts) -> frozenset[int]:
         absent, bound, eq, in_, by_type = self.dims[d]
@@ -771,18 +777,20 @@ class _Plan:
         cache[v] = (anc, result)
         return result
 
-    def select(self, request: Request, facts: EntityFacts) -> list[tuple[str, RunFn]]:
-        """``(policy id, run)`` of the candidates whose indexed keys hold, in source order."""
+    def select(self, request: Request, facts: EntityFacts) -> list[tuple[RunFn, tuple[str, ...]]]:
+        """The candidates whose indexed keys hold, as ``(run, policy ids)``: policies with
+        one shared function (equal residual scope and condition) are run once."""
         ps = self._positions(0, request.principal, facts)
         rs = self._positions(1, request.resource, facts)
         pair = (ps, rs)
         out = self._pairs.get(pair)
         if out is None:
             pols = self.policies
-            out = []
+            groups: dict[RunFn, list[str]] = {}
             for i in sorted(ps & rs):
                 cp = pols[i]
-                out.append((cp.info.policy_id, cp.run))
+                groups.setdefault(cp.run, []).append(cp.info.policy_id)
+            out = [(run, tuple(pids)) for run, pids in groups.items()]
             if len(self._pairs) >= self.MAX_CACHE:
                 self._pairs.clear()
             self._pairs[pair] = out

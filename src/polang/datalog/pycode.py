@@ -93,6 +93,8 @@ class _Writer:
             self.line(depth, f"{target} = {self.literal(shape.value)}")
         elif kind == "alias":
             self.emit(preds[0], target, depth)
+        elif kind == "call" and (folded := self.const_value(pred))[0]:
+            self.line(depth, f"{target} = {self.literal(folded[1])}")
         elif kind == "call":
             args = []
             for p in preds:
@@ -157,10 +159,36 @@ class _Writer:
         return pred
 
     def constant(self, pred: str) -> tuple[bool, Any]:
-        from polang.datalog.compiled import classify
+        return self.const_value(pred)
 
+    def const_value(self, pred: str, depth: int = 0) -> tuple[bool, Any]:
+        """``(True, value)`` when ``pred`` has one value for every request: a fact, or an
+        extension function or method (pure: they never read the facts) applied to such
+        values without error, as in ``ip("10.0.0.0/8")``. Folded once, here."""
+        from polang.datalog.compiled import REQUEST_VARS, classify
+
+        if pred in REQUEST_VARS or depth > 50:
+            return (False, None)
         shape = classify(self.compiler.groups.get(pred, []))
-        return (True, shape.value) if shape.kind == "const" else (False, None)
+        if shape.kind == "const":
+            return (True, shape.value)
+        if shape.kind == "alias":
+            return self.const_value(shape.preds[0], depth + 1)
+        if shape.kind != "call":
+            return (False, None)
+        fn, takes_facts = direct(shape.op, len(shape.preds))
+        if takes_facts:
+            return (False, None)
+        values = []
+        for p in shape.preds:
+            known, v = self.const_value(p, depth + 1)
+            if not known:
+                return (False, None)
+            values.append(v)
+        try:
+            return (True, fn(*values, *shape.consts))
+        except EvaluationError:
+            return (False, None)  # the error is the policy's, at request time
 
     def receiver(self, pred: str, temp: str) -> tuple[str, str] | None:
         """How to reach the entity record (or context record) of an operand directly:
@@ -310,8 +338,24 @@ def generate_policy(compiler: Any, scope_body: Sequence[Any], cond_pred: str) ->
     return _exec(w, "policy", cond_pred)
 
 
+def _cell_key(c: Any) -> tuple[Any, ...]:
+    try:
+        hash(c)
+    except TypeError:
+        return (type(c), id(c))
+    return (type(c), c)
+
+
 def _exec(w: _Writer, name: str, pred: str) -> Fn:
+    """The function for the written code: one per distinct code and cells per compiler,
+    so equal policies (same residual scope and condition) share one function, which
+    the backend then runs once per request for all of them."""
     src = "\n".join(w.lines)
+    memo: dict[Any, Fn] = w.compiler.generated
+    key = (src, tuple(_cell_key(c) for c in w.cells))
+    same = memo.get(key)
+    if same is not None:
+        return same
     make = _FACTORIES.get(src)
     if make is None:
         params = ", ".join(f"c{i}" for i in range(len(w.cells)))
@@ -327,6 +371,7 @@ def _exec(w: _Writer, name: str, pred: str) -> Fn:
     # inspectable: `polang` developers can print it, with the cells' values
     cells = "".join(f"\n# c{i} = {c!r}" for i, c in enumerate(w.cells))
     fn.__doc__ = f"# {pred}\n{src}{cells}"
+    memo[key] = fn
     return fn
 
 
