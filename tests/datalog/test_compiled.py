@@ -281,7 +281,8 @@ def test_equal_policies_share_one_function_and_each_reports_its_outcome() -> Non
 
     text = """
     permit(principal, action == Action::"a", resource) when { resource.owner == principal };
-    permit(principal, action in [Action::"a", Action::"b"], resource) when { resource.owner == principal };
+    permit(principal, action in [Action::"a", Action::"b"], resource)
+        when { resource.owner == principal };
     forbid(principal, action, resource) when { principal.missing };
     forbid(principal, action, resource) when { principal.missing };
     permit(principal, action, resource) when { resource.owner != principal };
