@@ -231,6 +231,14 @@ def parse(tables: Tables, lexer: Lexer, text: str, start: str) -> Tree[Token] | 
                     break
                 # reduce by rule ~code, then go to the state after its symbol
                 origin, name, size, expand1, include, append_none = rules[~code]
+                if size == 1 and expand1 and include is None:
+                    # a `?rule` handing its one child up (most reductions): no new node
+                    state = stack[-1] = states[stack[-2]][origin]
+                    if state == end_state and tok is end:
+                        tree0: Tree[Token] = values[-1]
+                        return tree0
+                    actions = states[state]
+                    continue
                 if size:
                     kids = values[-size:]
                     del stack[-size:]
