@@ -756,3 +756,78 @@ def test_mapped_form_fast_path_equals_the_full_parse() -> None:
         ent_mod.parse_mapped_entity(
             {"cedar_entity_mapping": {"entity_type": "U", "id": "a"}, "level": 3}, schema
         )
+
+
+def test_context_fast_path_agrees_with_the_full_parser(corpus_dir: Path) -> None:
+    """parse_context's fast path gives the full parser's record, or defers to it."""
+    from polang.language import entities as ent_mod
+    from polang.language.schema import parse_schema
+
+    checked = fast = 0
+    specs = sorted((corpus_dir / "corpus-tests").glob("*.json"))
+    for spec_file in [f for f in specs if not f.name.endswith(".entities.json")][::4]:
+        spec = json.loads(spec_file.read_text())
+        schema = parse_schema((corpus_dir / spec["schema"]).read_text())
+        for req in spec["requests"]:
+            action = EntityUID(req["action"]["type"], req["action"]["id"])
+            declared = schema.action(action)
+            if declared is None or not isinstance(req.get("context"), dict):
+                continue
+            try:
+                full: RecordValue | None = ent_mod._record(
+                    req["context"], declared.context, "$.context", schema
+                )
+            except ent_mod._Bad:
+                full = None
+            quick = ent_mod._fast_record(req["context"], declared.context, schema)
+            checked += 1
+            if quick is not None:
+                fast += 1
+                assert full is not None, req["context"]
+                assert RecordValue(quick) == full, req["context"]
+                for k, v in quick.items():
+                    assert value_eq(v, full.fields[k]), (k, req["context"])
+    assert checked > 500 and fast > checked // 2
+
+
+def test_extension_values_take_the_fast_path_with_the_full_parsers_values() -> None:
+    from polang.language import entities as ent_mod
+    from polang.language.schema import parse_schema
+
+    schema = parse_schema(
+        'entity U = { ip: ipaddr, d?: decimal }; action "a" appliesTo { principal: U, '
+        "resource: U, context: { ip: ipaddr, when?: datetime, n: Long } };"
+    )
+    action = EntityUID("Action", "a")
+    for ctx in (
+        {"ip": "10.0.0.1", "n": 1},
+        {"ip": {"__extn": {"fn": "ip", "arg": "10.0.0.0/8"}}, "n": 2},
+        {"ip": "::1", "when": "2024-01-01", "n": 3},
+    ):
+        declared = schema.action(action)
+        assert declared is not None
+        quick = ent_mod._fast_record(ctx, declared.context, schema)
+        assert quick is not None
+        full = ent_mod._record(ctx, declared.context, "$.context", schema)
+        assert RecordValue(quick) == full == parse_context(ctx, schema, action)
+    obj = {"uid": {"type": "U", "id": "u"}, "attrs": {"ip": "1.2.3.4", "d": "1.5"}}
+    quick_entity = ent_mod._fast_entity(obj, schema)
+    assert quick_entity is not None
+    assert RecordValue(quick_entity.attrs) == RecordValue(parse_entity(obj, schema).attrs)
+    # bad arguments, other functions and the wrong class defer: the full parser's errors
+    for bad, message in (
+        ({"ip": "10.0.0.999", "n": 1}, r"context at \$\.context\.ip: invalid ipaddr"),
+        ({"ip": {"__extn": {"fn": "decimal", "arg": "1.0"}}, "n": 1}, r"expected ipaddr"),
+        ({"ip": {"__extn": {"fn": "nope", "arg": "1"}}, "n": 1}, r"unknown extension"),
+    ):
+        with pytest.raises(RequestError, match=message):
+            parse_context(bad, schema, action)
+
+
+def test_mapped_form_never_reads_the_mapping_key_as_an_attribute() -> None:
+    from polang.language.schema import parse_schema
+
+    schema = parse_schema("entity U = { cedar_entity_mapping?: { id: String }, n: Long };")
+    obj = {"cedar_entity_mapping": {"entity_type": "U", "id": "a"}, "n": 1}
+    e = parse_mapped_entity(obj, schema)
+    assert e.uid == EntityUID("U", "a") and e.attrs == {"n": 1}

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from polang.errors import EntityError, RequestError
+from polang.errors import EntityError, EvaluationError, RequestError
 from polang.language.schema import (
     EXTENSION_CONSTRUCTORS,
     EntityRefType,
@@ -462,6 +462,33 @@ def _uid_for_message(obj: object, key: str = "uid") -> EntityUID | None:
 
 _GIVE_UP = None
 
+_VALID_TYPE_NAMES: set[str] = set()
+"""Entity type names already found valid (``name_error`` is a regex per segment)."""
+
+
+def _valid_type_name(name: str) -> bool:
+    if name in _VALID_TYPE_NAMES:
+        return True
+    if name_error(name) is not None:
+        return False
+    if len(_VALID_TYPE_NAMES) < 4096:  # bounded: callers may send any number of names
+        _VALID_TYPE_NAMES.add(name)
+    return True
+
+
+def _plain_types(schema: Schema) -> dict[str, Any]:
+    """Declared entity types the fast path may build directly: not enumerated, not an
+    action type, with a valid name (computed once per schema)."""
+    table: dict[str, Any] = schema._cache.get("fast_entity_types")  # type: ignore[assignment]
+    if table is None:
+        table = {
+            name: et
+            for name, et in schema.entity_types.items()
+            if et.enum is None and not schema.is_action_type(name) and name_error(name) is None
+        }
+        schema._cache["fast_entity_types"] = table
+    return table
+
 
 def _fast_uid(v: Any) -> EntityUID | None:
     if type(v) is not dict:
@@ -472,56 +499,113 @@ def _fast_uid(v: Any) -> EntityUID | None:
     if type(inner) is not dict or len(inner) != 2:
         return None
     t, i = inner.get("type"), inner.get("id")
-    if type(t) is str and type(i) is str and name_error(t) is None:
+    if type(t) is str and type(i) is str and _valid_type_name(t):
         return EntityUID(t, i)
     return None
 
 
+_EXT: tuple[dict[str, Any], dict[str, type]] | None = None
+
+
+def _fast_extension(x: Any, name: str) -> Any:
+    """An extension value from its string (schema-directed) or ``{"__extn": {"fn", "arg"}}``
+    with a string argument; anything else (or a bad argument) is the full parser's."""
+    global _EXT
+    if _EXT is None:
+        from polang.language.extensions import EXTENSION_CLASSES, FUNCTIONS
+
+        _EXT = (FUNCTIONS, EXTENSION_CLASSES)
+    functions, classes = _EXT
+    if type(x) is str:
+        fn: Any = EXTENSION_CONSTRUCTORS[name]
+        arg: Any = x
+    elif type(x) is dict and len(x) == 1:
+        inner = x.get("__extn")
+        if type(inner) is not dict or len(inner) != 2:
+            return None
+        fn, arg = inner.get("fn"), inner.get("arg")
+        if type(fn) is not str or type(arg) is not str:
+            return None
+    else:
+        return None
+    impl = functions.get(fn)
+    if impl is None:
+        return None
+    try:
+        value = impl(arg)
+    except (EvaluationError, ValueError):
+        return None
+    return value if type(value) is classes[name] else None
+
+
 def _fast_value(x: Any, t: SchemaType, schema: Schema) -> Any:
     tx = type(x)
-    if isinstance(t, PrimType):
-        n = t.name
+    tt = type(t)
+    if tt is PrimType:
+        n = t.name  # type: ignore[union-attr]
         if n == "String":
             return x if tx is str else None
         if n == "Long":
             return x if tx is int and LONG_MIN <= x <= LONG_MAX else None
         return x if tx is bool else None
-    if isinstance(t, EntityRefType):
+    if tt is EntityRefType:
         if tx is not dict or "__extn" in x:
             return None
         uid = _fast_uid(x)
-        if uid is None or uid.type != t.name:
+        if uid is None or uid.type != t.name:  # type: ignore[union-attr]
             return None
         et = schema.entity_type(uid.type)
         return uid if et is None or et.enum is None else None
-    if isinstance(t, SetType):
+    if tt is SetType:
         if tx is not list:
             return None
         out = []
+        element = t.element  # type: ignore[union-attr]
         for e in x:
-            v = _fast_value(e, t.element, schema)
+            v = _fast_value(e, element, schema)
             if v is None:
                 return None
             out.append(v)
         return SetValue(out)
-    if isinstance(t, RecordType):
+    if tt is RecordType:
         if tx is not dict or "__entity" in x or "__extn" in x:
             return None
-        fields = _fast_record(x, t, schema)
+        fields = _fast_record(x, t, schema)  # type: ignore[arg-type]
         return None if fields is None else RecordValue(fields)
-    return None  # extension values: the full parser converts them
+    if tt is ExtensionType:
+        return _fast_extension(x, t.name)  # type: ignore[union-attr]
+    return None
 
 
-def _fast_record(obj: dict[str, Any], rt: RecordType, schema: Schema) -> dict[str, Any] | None:
+def _fast_record(
+    obj: dict[str, Any], rt: RecordType, schema: Schema, skip: str | None = None
+) -> dict[str, Any] | None:
+    """The record's fields, every key but ``skip`` an attribute of ``rt``; None to defer."""
     if rt.additional:
         return None
     attrs = rt.attributes
     fields: dict[str, Any] = {}
     for k, x in obj.items():
+        if k == skip:
+            continue
         attr = attrs.get(k)
         if attr is None:
             return None
-        v = _fast_value(x, attr.type, schema)
+        t = attr.type
+        if type(t) is PrimType:  # the common case, inline
+            tx = type(x)
+            n = t.name
+            if n == "String":
+                if tx is not str:
+                    return None
+            elif n == "Long":
+                if tx is not int or not LONG_MIN <= x <= LONG_MAX:
+                    return None
+            elif tx is not bool:
+                return None
+            fields[k] = x
+            continue
+        v = _fast_value(x, t, schema)
         if v is None:
             return None
         fields[k] = v
@@ -540,8 +624,8 @@ def _fast_entity(o: Any, schema: Schema) -> Entity | None:
     parents = o.get("parents", [])
     if uid is None or type(attrs) is not dict or type(parents) is not list:
         return None
-    et = schema.entity_type(uid.type)
-    if et is None or et.enum is not None or schema.is_action_type(uid.type):
+    et = _plain_types(schema).get(uid.type)
+    if et is None:
         return None
     fields = _fast_record(attrs, et.shape, schema)
     if fields is None:
@@ -595,10 +679,11 @@ def parse_mapped_entity(obj: object, schema: Schema | None = None, *, path: str 
         if type(m) is dict and len(m) == 2:
             t, i = m.get("entity_type"), m.get("id")
             if type(t) is str and type(i) is str:
-                attrs = {k: v for k, v in obj.items() if k != "cedar_entity_mapping"}
-                fast = _fast_entity({"uid": {"type": t, "id": i}, "attrs": attrs}, schema)
-                if fast is not None:
-                    return fast
+                et = _plain_types(schema).get(t)
+                if et is not None:
+                    fields = _fast_record(obj, et.shape, schema, skip="cedar_entity_mapping")
+                    if fields is not None:
+                        return Entity(EntityUID(t, i), fields, set(), {})
     uid: EntityUID | None = None
     try:
         o = _check_object(obj, path, "an entity")
@@ -780,6 +865,10 @@ def parse_context(
                 raise RequestError(
                     f"context at {path}: action `{action}` is not declared in the schema"
                 )
+            if type(data) is dict:  # plain, well-typed contexts skip the paths and checks
+                fields = _fast_record(data, declared.context, schema)
+                if fields is not None:
+                    return RecordValue(fields)
             return _record(data, declared.context, path, schema)
         obj = _check_object(data, path, "the context")
         return RecordValue({k: _untyped(x, json_path(path, k)) for k, x in obj.items()})
