@@ -395,6 +395,34 @@ def test_request_validity_agrees_with_cedarpy(
     assert (ours != []) == rejected, (request, ours, theirs.diagnostics.errors)
 
 
+def test_request_fast_path_only_passes_requests_the_full_check_passes(schema: Schema) -> None:
+    """``validate_request`` answers the common request from tables; it must say exactly
+    what the full check says, and take the fast path for well-typed requests."""
+    from polang.language.validate import _plainly_valid, _request_findings
+
+    fast = 0
+    for p in [*_PRINCIPALS, None]:
+        for a in _ACTIONS:
+            for r in [*_RESOURCES, None]:
+                for ctx in [*_CONTEXTS, None]:
+                    for typed in (True, False):
+                        try:
+                            context = (
+                                None
+                                if ctx is None
+                                else parse_context(ctx, schema if typed else None, uid(a))
+                            )
+                        except RequestError:
+                            continue
+                        args = (uid(p) if p else None, uid(a), uid(r) if r else None, context)
+                        full = _request_findings(*args, schema)
+                        assert validate_request(*args, schema) == full, args
+                        if _plainly_valid(*args, schema):
+                            fast += 1
+                            assert full == [], args
+    assert fast > 20
+
+
 # ------------------------------------------------------------------ multi-issuer schema
 
 GOOD_MULTI = """

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from polang.errors import EvaluationError, ValidationError
 from polang.language import ast, extensions
@@ -342,6 +342,96 @@ def _check_entity(index: SchemaIndex, schema: sm.Schema, e: Entity) -> list[Vali
 # ---------------------------------------------------------------- requests
 
 
+def _plain_request_types(schema: sm.Schema) -> dict[EntityUID, tuple[Any, Any, bool]]:
+    """Per declared action with ``appliesTo``: the principal and resource types a request
+    may have without any finding (declared, not enumerated, not action types), and
+    whether its context type has a required attribute. Computed once per schema."""
+
+    def build() -> dict[EntityUID, tuple[Any, Any, bool]]:
+        plain = {
+            name
+            for name, et in schema.entity_types.items()
+            if et.enum is None and not is_action_type(name)
+        }
+        return {
+            uid: (
+                frozenset(ad.principal_types) & plain,
+                frozenset(ad.resource_types) & plain,
+                any(a.required for a in ad.context.attributes.values()),
+            )
+            for uid, ad in schema.actions.items()
+            if ad.applies_to
+        }
+
+    table: dict[EntityUID, tuple[Any, Any, bool]] = schema._cached("validate.plain_requests", build)
+    return table
+
+
+def _plainly_valid(
+    principal: EntityUID | None,
+    action: EntityUID,
+    resource: EntityUID | None,
+    context: RecordValue | None,
+    schema: sm.Schema,
+) -> bool:
+    """True only when :func:`validate_request` would find nothing: the common request,
+    decided from precomputed tables (anything else takes the full check)."""
+    plain = _plain_request_types(schema).get(action)
+    if plain is None:
+        return False
+    principals, resources, required = plain
+    if principal is not None and principal.type not in principals:
+        return False
+    if resource is not None and resource.type not in resources:
+        return False
+    if context is None:
+        return True
+    if not context.fields:
+        return not required
+    ad = schema.actions[action]
+    return _plain_value(context, ad.context, schema)
+
+
+def _plain_value(v: Value, t: sm.SchemaType, schema: sm.Schema) -> bool:
+    """``v`` conforms to ``t`` (``_conform`` finds nothing) and every uid in it has a type
+    that needs no enum or action check (so ``_uid_problem`` finds nothing either)."""
+    tt = type(t)
+    if tt is sm.PrimType:
+        want = _PRIM_CLASSES[t.name]  # type: ignore[union-attr]
+        return type(v) is want
+    if tt is sm.EntityRefType:
+        if type(v) is not EntityUID or v.type != t.name:  # type: ignore[union-attr]
+            return False
+        et = schema.entity_types.get(v.type)
+        return et is not None and et.enum is None and not is_action_type(v.type)
+    if tt is sm.ExtensionType:
+        return type_name(v) == t.name  # type: ignore[union-attr]
+    if tt is sm.SetType:
+        if type(v) is not SetValue:
+            return False
+        element = t.element  # type: ignore[union-attr]
+        return all(_plain_value(x, element, schema) for x in v)
+    if tt is sm.RecordType:
+        rt: sm.RecordType = t  # type: ignore[assignment]
+        if type(v) is not RecordValue or rt.additional:
+            return False
+        attrs = rt.attributes
+        fields = v.fields
+        for name, x in fields.items():
+            decl = attrs.get(name)
+            if decl is None or not _plain_value(x, decl.type, schema):
+                return False
+        if len(fields) != len(attrs):
+            for name, attr in attrs.items():
+                if attr.required and name not in fields:
+                    return False
+        return True
+    return False
+
+
+_PRIM_CLASSES: dict[str, type] = {"Bool": bool, "Long": int, "String": str}
+
+
 def validate_request(
     principal: EntityUID | None,
     action: EntityUID,
@@ -352,6 +442,18 @@ def validate_request(
     """Check a request against the schema: the action is declared, the principal and
     resource types are ones its ``appliesTo`` allows, and the context has its context type.
     ``None`` for principal, resource or context skips that part."""
+    if _plainly_valid(principal, action, resource, context, schema):
+        return []
+    return _request_findings(principal, action, resource, context, schema)
+
+
+def _request_findings(
+    principal: EntityUID | None,
+    action: EntityUID,
+    resource: EntityUID | None,
+    context: RecordValue | None,
+    schema: sm.Schema,
+) -> list[ValidationFinding]:
     index = _index(schema)
     out: list[ValidationFinding] = []
 
