@@ -308,28 +308,36 @@ class Engine:
         return ent.uid, [ent]
 
     def _entity(self, value: Any, what: str, schema: Schema) -> Entity:
-        if isinstance(value, Entity):
+        if type(value) is dict:  # the common case first (Mapping's isinstance is slow)
+            obj = value  # the parsers never modify it
+        elif isinstance(value, Entity):
             return value
-        if not isinstance(value, Mapping):
+        elif isinstance(value, Mapping):
+            obj = dict(value)
+        else:
             raise RequestError(f"{what}: expected an entity object, got {type(value).__name__}")
         try:
-            if "cedar_entity_mapping" in value:
-                return parse_mapped_entity(dict(value), schema, path=f"$.{what}")
-            return parse_entity(dict(value), schema, path=f"$.{what}")
+            if "cedar_entity_mapping" in obj:
+                return parse_mapped_entity(obj, schema, path=f"$.{what}")
+            return parse_entity(obj, schema, path=f"$.{what}")
         except EntityError as e:
             raise RequestError(f"{what}: {e}") from None
 
     def _context(
         self, context: Mapping[str, Any] | RecordValue | None, action: EntityUID, schema: Schema
     ) -> RecordValue:
-        if context is None:
+        if type(context) is dict:
+            data = context
+        elif context is None:
             return RecordValue()
-        if isinstance(context, RecordValue):
+        elif isinstance(context, RecordValue):
             return context
-        if not isinstance(context, Mapping):
+        elif isinstance(context, Mapping):
+            data = dict(context)
+        else:
             raise RequestError(f"context: expected an object, got {type(context).__name__}")
         try:
-            return parse_context(dict(context), schema, action, path="$.context")
+            return parse_context(data, schema, action, path="$.context")
         except EntityError as e:
             raise RequestError(f"context: {e}") from None
 
