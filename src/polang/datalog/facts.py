@@ -25,6 +25,15 @@ from polang.language.values import EntityUID, RecordValue, Value
 _EMPTY: frozenset[EntityUID] = frozenset()
 
 
+class _Closure(dict[EntityUID, frozenset[EntityUID]]):
+    """Strict ancestors by uid; a uid it does not hold has none."""
+
+    __slots__ = ()
+
+    def __missing__(self, _uid: EntityUID) -> frozenset[EntityUID]:
+        return _EMPTY
+
+
 def hierarchy_graph(entities: Iterable[Entity]) -> nx.DiGraph:
     """The parent graph: an edge ``child -> parent`` for every declared parent."""
     g: nx.DiGraph = nx.DiGraph()
@@ -49,7 +58,7 @@ def ancestor_closure(g: nx.DiGraph) -> dict[EntityUID, frozenset[EntityUID]]:
             acc.update(members[succ])
             acc.update(above[succ])
         above[n] = frozenset(acc)
-    out: dict[EntityUID, frozenset[EntityUID]] = {}
+    out: dict[EntityUID, frozenset[EntityUID]] = _Closure()
     mapping = cond.graph["mapping"]
     for uid, n in mapping.items():
         anc = above[n]
@@ -81,11 +90,12 @@ class EntityFacts:
 
     def _bind(self) -> None:
         assert self._entities is not None and self._ancestors is not None
-        anc = self._ancestors
         self.get: Callable[[EntityUID], Entity | None] = self._entities.as_dict().get
-        self.ancestors_of: Callable[[EntityUID], frozenset[EntityUID]] = lambda uid: anc.get(
-            uid, _EMPTY
-        )
+        # a C-level lookup: the closure's __missing__ answers uids it does not hold
+        anc = self._ancestors
+        if not isinstance(anc, _Closure):
+            anc = self._ancestors = _Closure(anc)
+        self.ancestors_of: Callable[[EntityUID], frozenset[EntityUID]] = anc.__getitem__
 
     @property
     def entities(self) -> EntityStore:
