@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -345,9 +346,12 @@ def test_a_token_seen_again_is_not_verified_again(
     again = proc.process([TokenInput(ACCESS, "junk"), TokenInput(ACCESS, token)])
     assert calls == []
     assert again.tokens[0].index == 1
+    assert again.tokens[0] == dataclasses.replace(first, index=1)
+    assert first.index == 0  # the cached token itself is never changed
     assert again.tokens[0].entity is first.entity
     assert again.tokens[0].validated_at == first.validated_at
     assert proc.cache.hits == 1
+    assert proc.process([TokenInput(ACCESS, token)]).tokens[0] == first  # same position
     # a different mapping is a different cache entry: it is verified
     out = proc.process([TokenInput(ID, token)])
     assert calls == ["verify"] and out.dropped[0].message == "verified again"
@@ -440,3 +444,15 @@ def test_one_processor_from_eight_threads(
     assert errors == []
     assert oidc.requests[oidc.jwks_path] == 1
     assert oidc.requests[oidc.status_path("s")] == 1
+
+
+def test_processed_token_build_is_the_constructor(oidc: OidcProvider, proc: TokenProcessor) -> None:
+    from polang.tokens.model import ProcessedToken
+
+    tok = proc.process([TokenInput(ACCESS, oidc.token())]).tokens[0]
+    values = {f.name: getattr(tok, f.name) for f in dataclasses.fields(ProcessedToken)}
+    assert ProcessedToken.build(**values) == ProcessedToken(**values) == tok
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ProcessedToken.build(**values).index = 3  # type: ignore[misc]
+    with pytest.raises(TypeError, match="exactly"):
+        ProcessedToken.build(**{k: v for k, v in values.items() if k != "roles"})

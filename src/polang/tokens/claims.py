@@ -33,7 +33,7 @@ class ClaimError(Exception):
 
 
 def _scalar_text(v: Any) -> str:
-    if isinstance(v, str):
+    if type(v) is str or isinstance(v, str):
         return v
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -49,11 +49,14 @@ def _scalar_text(v: Any) -> str:
 def tag_value(v: Any) -> SetValue | None:
     """A claim as a tag: arrays give their elements, numbers their decimal text,
     objects their JSON text; ``null`` gives no tag."""
+    # A set of strings: the strings are their own keys (SetValue keys only wrap Bools).
     if v is None:
         return None
+    if type(v) is str:
+        return SetValue.from_keys(frozenset((v,)))
     if isinstance(v, list):
-        return SetValue(_scalar_text(e) for e in v if e is not None)
-    return SetValue([_scalar_text(v)])
+        return SetValue.from_keys(frozenset([_scalar_text(e) for e in v if e is not None]))
+    return SetValue.from_keys(frozenset((_scalar_text(v),)))
 
 
 # ---------------------------------------------------------------- typed conversion
@@ -238,9 +241,11 @@ def claim_attributes(
         tag = tag_value(raw)
         if tag is not None:
             tags[name] = tag
-        where = f"claim {name!r}"
-        mapping = mappings.get(name)
+        mapping = mappings.get(name) if mappings else None
         attr = declared.get(name)
+        if mapping is None and attr is None:
+            continue
+        where = f"claim {name!r}"
         if mapping is not None:
             mapped = apply_mapping(raw, mapping, where)
             if mapped is not None and mapped != []:

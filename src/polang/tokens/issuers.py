@@ -15,6 +15,7 @@ import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 DEFAULT_JWKS_REFRESH = 3600
 
 
+@lru_cache(maxsize=1024)  # every token's iss, once per trusted issuer: cache the parse
 def normalize_issuer(url: str) -> str:
     """The comparison form of an issuer: scheme and host lowercased, no trailing ``/``."""
     parts = urlsplit(url.strip())
@@ -46,6 +48,7 @@ def issuer_from_endpoint(endpoint: str) -> str | None:
     return normalize_issuer(f"{parts.scheme}://{parts.netloc}{base}")
 
 
+@lru_cache(maxsize=1024)
 def url_host(url: str) -> str:
     try:
         return (urlsplit(url.strip()).hostname or "").lower()

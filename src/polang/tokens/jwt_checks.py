@@ -7,10 +7,10 @@ header-supplied key locations (``jku``, ``x5u``, ``x5c``, ``jwk``) are never use
 
 from __future__ import annotations
 
-import base64
 import binascii
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,23 +37,37 @@ class DecodedJwt:
     payload: dict[str, Any]
 
 
+_NOT_BASE64URL = re.compile(r"[+/= \t\r\n]")
+_URLSAFE = bytes.maketrans(b"-_", b"+/")
+
+
 def _b64url(segment: str, what: str) -> bytes:
-    if not segment or any(c in segment for c in "+/= \t\r\n"):
+    if not segment or _NOT_BASE64URL.search(segment):
         raise TokenDrop("invalid_input", f"the JWT {what} is not base64url")
     try:
-        return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+        # base64.urlsafe_b64decode(segment + padding), its wrappers inlined
+        raw = (segment + "=" * (-len(segment) % 4)).encode("ascii").translate(_URLSAFE)
+        return binascii.a2b_base64(raw, strict_mode=False)
     except (binascii.Error, ValueError) as e:
         raise TokenDrop("invalid_input", f"the JWT {what} is not base64url") from e
 
 
 def _json_object(data: bytes, what: str) -> dict[str, Any]:
     try:
-        obj = json.loads(data)
+        if data[:1] == b"{" and data[1:2] != b"\x00":
+            # what json.loads(bytes) does for such text (UTF-8), without its detection
+            obj = json.loads(data.decode("utf-8", "surrogatepass"))
+        else:
+            obj = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise TokenDrop("invalid_input", f"the JWT {what} is not JSON") from e
     if not isinstance(obj, dict):
         raise TokenDrop("invalid_input", f"the JWT {what} is not a JSON object")
     return obj
+
+
+_HEADERS: dict[str, dict[str, Any]] = {}
+"""Decoded headers by their base64url text; never modified (only read by the checks)."""
 
 
 def decode_unverified(token: str) -> DecodedJwt:
@@ -66,7 +80,11 @@ def decode_unverified(token: str) -> DecodedJwt:
         raise TokenDrop("invalid_input", "encrypted tokens (JWE) are not supported")
     if len(parts) != 3:
         raise TokenDrop("invalid_input", "not a JWT (expected three dot-separated parts)")
-    header = _json_object(_b64url(parts[0], "header"), "header")
+    header = _HEADERS.get(parts[0])
+    if header is None:
+        header = _json_object(_b64url(parts[0], "header"), "header")
+        if len(_HEADERS) < 256:  # an issuer's tokens share a few headers (alg, kid)
+            _HEADERS[parts[0]] = header
     payload = _json_object(_b64url(parts[1], "payload"), "payload")
     alg = header.get("alg")
     if not isinstance(alg, str) or not alg:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
 from polang.errors import TokenError
@@ -86,6 +86,19 @@ class ProcessedToken:
     @property
     def uid(self) -> EntityUID:
         return self.entity.uid
+
+    @classmethod
+    def build(cls, **fields: Any) -> ProcessedToken:
+        """``ProcessedToken(**fields)`` with every field given, without the frozen
+        ``__init__``'s ``object.__setattr__`` per field (three tokens per request)."""
+        if fields.keys() != _PROCESSED_TOKEN_FIELDS:
+            raise TypeError(f"ProcessedToken.build needs exactly {sorted(_PROCESSED_TOKEN_FIELDS)}")
+        tok = object.__new__(cls)
+        tok.__dict__.update(fields)
+        return tok
+
+
+_PROCESSED_TOKEN_FIELDS = frozenset(f.name for f in fields(ProcessedToken))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -44,6 +44,9 @@ from polang.tokens.status_list import StatusListChecker
 # The attributes every token entity may carry; claims never overwrite them.
 FIXED_ATTRIBUTES = frozenset({"token_type", "jti", "iss", "exp", "validated_at"})
 TOTAL_KEY = "total_token_count"
+# Claims that become fixed attributes rather than tags (``iss`` only once verified).
+_SKIP_UNVERIFIED = frozenset({"jti", "exp"})
+_SKIP_VERIFIED = frozenset({"jti", "exp", "iss"})
 
 _TYPE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)+$")
 _UNSAFE = re.compile(r"[^a-z0-9_]")
@@ -54,6 +57,7 @@ def sanitize_key_part(text: str) -> str:
     return _UNSAFE.sub("_", text.lower())
 
 
+@lru_cache(maxsize=1024)  # a handful of (issuer, type) pairs, one per token
 def context_key(issuer_part: str, entity_type_name: str) -> str:
     """The ``context.tokens`` field of a token: ``<issuer>_<type>``."""
     type_part = entity_type_name.rsplit("::", 1)[-1]
@@ -97,6 +101,17 @@ def _coerce_input(item: object) -> tuple[str, str]:
     if not isinstance(payload, str) or not payload.strip():
         raise TokenDrop("invalid_input", "'payload' must be a JWT string")
     return mapping, payload.strip()
+
+
+def _at_index(tok: ProcessedToken, index: int) -> ProcessedToken:
+    """The cached token at this request's position: ``replace(tok, index=index)``, without
+    its per-field work (the token is immutable, so the same index shares the object)."""
+    if tok.index == index:
+        return tok
+    out: ProcessedToken = object.__new__(ProcessedToken)
+    out.__dict__.update(tok.__dict__)
+    out.__dict__["index"] = index
+    return out
 
 
 def _mapping_of(item: object) -> str:
@@ -197,7 +212,7 @@ class TokenProcessor:
         key = cache_key(mapping, payload)
         cached = self.cache.get(key, now)
         if cached is not None:
-            return replace(cached, index=index)
+            return _at_index(cached, index)
         decoded = decode_unverified(payload)
         claims = decoded.payload
         if str(decoded.header.get("alg", "")).lower() == "none":
@@ -281,7 +296,7 @@ class TokenProcessor:
         verified = self.settings.sig_validation and issuer is not None
         validated_at = math.floor(now)
         attrs: dict[str, Value] = {"token_type": etype, "validated_at": validated_at}
-        skip = {"jti", "exp"}
+        skip = _SKIP_UNVERIFIED
         jti = claims.get("jti")
         if isinstance(jti, str) or (isinstance(jti, int) and not isinstance(jti, bool)):
             attrs["jti"] = str(jti)
@@ -290,7 +305,7 @@ class TokenProcessor:
             attrs["iss"] = EntityUID(
                 trusted_issuer_type(issuer.settings), issuer.settings.issuer_id
             )
-            skip.add("iss")
+            skip = _SKIP_VERIFIED
         exp = claims.get("exp")
         if isinstance(exp, (int, float)) and not isinstance(exp, bool):
             attrs["exp"] = math.floor(exp)
@@ -311,7 +326,7 @@ class TokenProcessor:
             _, t = claim_attributes({k: v}, None, {}, None, frozenset())
             tags.update(t)
         entity = Entity(uid=EntityUID(etype, str(raw_id)), attrs=attrs, tags=tags)
-        return ProcessedToken(
+        return ProcessedToken.build(
             mapping=mapping,
             index=index,
             issuer_id=issuer.settings.issuer_id if issuer else None,
