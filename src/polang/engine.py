@@ -43,7 +43,7 @@ from polang.language.values import EntityUID, RecordValue
 from polang.logs import Logger, LogSettings, uuid7
 from polang.store.model import PolicyStore, TrustedIssuerConfig
 from polang.store.source import PolicyStoreSource, load_policy_store_archive_bytes
-from polang.tokens.model import DroppedToken, ProcessedTokens, TokenInput
+from polang.tokens.model import DroppedToken, ProcessedTokens, TokenInput, TokenLogId
 from polang.tokens.processor import TokenProcessor
 from polang.tokens.settings import IssuerSettings, TokenSettings
 
@@ -441,7 +441,6 @@ class Engine:
         snap = self._snap
         request, facts, processed = self._token_request(snap, tokens, action, resource, context)
         decision = snap.authorizer.decide(request, facts)
-        token_ids = {f"{t.mapping}#{t.index}": {t.claim: t.value} for t in processed.log_ids}
         return self._result(
             snap,
             started,
@@ -450,7 +449,7 @@ class Engine:
             request.resource,
             None,
             dropped=processed.dropped,
-            token_ids=token_ids,
+            log_ids=processed.log_ids,
         )
 
     # -- explanations and queries -----------------------------------------------------------
@@ -636,7 +635,7 @@ class Engine:
         principal: EntityUID | None,
         *,
         dropped: list[DroppedToken] | None = None,
-        token_ids: dict[str, dict[str, Any]] | None = None,
+        log_ids: list[TokenLogId] | None = None,
     ) -> AuthorizeResult:
         request_id = uuid7()
         errors = [e.to_dict() for e in d.errors]
@@ -656,6 +655,11 @@ class Engine:
             if dropped:
                 metrics.increment("dropped_tokens", len(dropped))
             metrics.observe("decision_time_micro_sec", elapsed)
+            token_ids = (
+                None
+                if log_ids is None
+                else {f"{t.mapping}#{t.index}": {t.claim: t.value} for t in log_ids}
+            )
             self.logger.decision(
                 request_id=request_id,
                 decision=d.allow,
