@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 
@@ -66,6 +67,19 @@ def ancestor_closure(g: nx.DiGraph) -> dict[EntityUID, frozenset[EntityUID]]:
             anc = anc | frozenset(m for m in members[n] if m != uid)
         out[uid] = anc
     return out
+
+
+class _Overlay(dict[Any, Any]):
+    """A request's own entries over a base lookup (C-level for its own keys)."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, own: dict[Any, Any], base: Callable[[Any], Any]) -> None:
+        super().__init__(own)
+        self.base = base
+
+    def __missing__(self, key: Any) -> Any:
+        return self.base(key)
 
 
 class EntityFacts:
@@ -162,10 +176,8 @@ class EntityFacts:
         out._entities = None
         out._ancestors = None
         out.graph = self.graph
-        ov_get = overlay.get
-        own_get = own.get
-        out.get = lambda uid: ov_get(uid) or base_get(uid)
-        out.ancestors_of = lambda uid: own_get(uid) or base_anc(uid)
+        out.get = _Overlay(overlay, base_get).__getitem__
+        out.ancestors_of = _Overlay(own, base_anc).__getitem__
         return out
 
     # -- as Datalog facts (pydatalog backend, traces, bulk queries) ---------------------
