@@ -46,14 +46,18 @@ class States(dict[int, dict[str, int]]):
     """``states[s][symbol]``: a state to shift or go to (``>= 0``), or ``-1 - r`` to reduce
     by rule ``r``. A state's row is built on first use (most are never needed)."""
 
-    def __init__(self, symbols: list[str], keysets: list[list[int]], rows: list[list[int]]):
+    def __init__(self, symbols: list[str], keysets: list[str], rows: list[str]):
         super().__init__()
-        self._keys = [tuple(symbols[i] for i in ks) for ks in keysets]
+        self._symbols = symbols
+        self._keysets = keysets
         self._rows = rows
 
     def __missing__(self, state: int) -> dict[str, int]:
-        row = self._rows[state]
-        actions = dict(zip(self._keys[row[0]], row[1:], strict=True))
+        # rows and symbol sets are comma-separated integers, decoded when first needed
+        keyset, *codes = map(int, self._rows[state].split(","))
+        symbols = self._symbols
+        keys = [symbols[int(i)] for i in self._keysets[keyset].split(",")]
+        actions = dict(zip(keys, codes, strict=True))
         self[state] = actions
         return actions
 
@@ -101,8 +105,8 @@ def tables_from_lark(parser: Lark, grammar_text: str) -> dict[str, Any]:
     """The JSON form of a lark LALR parser's tables and tree-shaping rules.
 
     A state's actions are stored as the index of its set of symbols (states share few
-    distinct sets) followed by the codes in that set's order: mostly integers, quick to
-    load.
+    distinct sets) followed by the codes in that set's order, as a string of integers
+    decoded when the state is first used.
     """
     from lark.parsers.lalr_analysis import Shift
 
@@ -120,17 +124,17 @@ def tables_from_lark(parser: Lark, grammar_text: str) -> dict[str, Any]:
     index = {r: i for i, r in enumerate(lark_rules)}
     symbols = sorted({sym for actions in table.states.values() for sym in actions})
     position = {sym: i for i, sym in enumerate(symbols)}
-    keysets: list[list[int]] = []
-    keyset_index: dict[tuple[int, ...], int] = {}
-    rows: list[list[int]] = [[] for _ in range(len(table.states))]
+    keysets: list[str] = []
+    keyset_index: dict[str, int] = {}
+    rows: list[str] = ["" for _ in range(len(table.states))]
     for s, actions in table.states.items():
         ordered = sorted(actions.items())
-        ks = tuple(position[sym] for sym, _ in ordered)
+        ks = ",".join(str(position[sym]) for sym, _ in ordered)
         if ks not in keyset_index:
             keyset_index[ks] = len(keysets)
-            keysets.append(list(ks))
+            keysets.append(ks)
         codes = [arg if action is Shift else -1 - index[arg] for _, (action, arg) in ordered]
-        rows[s] = [keyset_index[ks], *codes]
+        rows[s] = ",".join(str(c) for c in [keyset_index[ks], *codes])
     starts = {k: [table.start_states[k], table.end_states[k]] for k in sorted(table.start_states)}
     literals = {str(t.pattern.value): t.name for t in parser.terminals if t.pattern.type == "str"}
     return {
@@ -299,10 +303,14 @@ def _new_token(
 
 
 def _punctuation(literals: dict[str, str]) -> str:
-    """The fixed-text terminals that are not words, longest first (lark's order)."""
+    """The fixed-text terminals that are not words, longest first (lark's order); the
+    one-character ones as a single class (quicker to compile than an alternative each)."""
     symbols = [t for t in literals if not _IDENT_RE.match(t) and (len(t) == 1 or t[0] != "?")]
-    symbols.sort(key=len, reverse=True)
-    return "|".join(re.escape(s) for s in symbols)
+    alternatives = [re.escape(t) for t in sorted(symbols, key=len, reverse=True) if len(t) > 1]
+    single = "".join(re.escape(t) for t in symbols if len(t) == 1)
+    if single:
+        alternatives.append(f"[{single}]")
+    return "|".join(alternatives)
 
 
 @cache
