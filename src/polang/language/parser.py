@@ -352,6 +352,14 @@ class _Source:
 
 def _edge_token(tree: Tree[Token], end: int) -> Token | None:
     """The first (``end=0``) or last (``end=-1``) token under ``tree``, if any."""
+    node: Node = tree
+    while True:  # the usual case: follow the edge child down to a token
+        if isinstance(node, Token):
+            return node
+        kids = node.children
+        if not kids:
+            break  # an empty subtree on the edge: search in order below
+        node = kids[end]
     stack: list[Node] = [tree]
     while stack:
         node = stack.pop()
