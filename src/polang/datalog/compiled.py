@@ -614,17 +614,17 @@ class CompiledBackend:
             try:
                 v = run(request, facts, pe, re)
             except EvaluationError as e:
-                scope.update(pids)
+                scope |= pids
                 for pid in pids:
                     errs[pid] = e
                 continue
             if v is OUT_OF_SCOPE:
                 continue
-            scope.update(pids)
+            scope |= pids
             if v is True:
-                true.update(pids)
+                true |= pids
             elif v is False:
-                false.update(pids)
+                false |= pids
             else:
                 not_bool = _bool_error(v)
                 for pid in pids:
@@ -751,7 +751,7 @@ class _Plan:
             self.dims.append((frozenset(absent), frozenset(bound), eq, in_, by_type))
         self._dim_cache: list[dict[Any, tuple[frozenset[EntityUID], frozenset[int]]]] = [{}, {}]
         self._pairs: dict[
-            tuple[frozenset[int], frozenset[int]], list[tuple[RunFn, tuple[str, ...]]]
+            tuple[frozenset[int], frozenset[int]], list[tuple[RunFn, frozenset[str]]]
         ] = {}
 
     def _positions(self, d: int, v: EntityUID | None, facts: EntityFacts) -> frozenset[int]:
@@ -777,7 +777,7 @@ class _Plan:
         cache[v] = (anc, result)
         return result
 
-    def select(self, request: Request, facts: EntityFacts) -> list[tuple[RunFn, tuple[str, ...]]]:
+    def select(self, request: Request, facts: EntityFacts) -> list[tuple[RunFn, frozenset[str]]]:
         """The candidates whose indexed keys hold, as ``(run, policy ids)``: policies with
         one shared function (equal residual scope and condition) are run once."""
         ps = self._positions(0, request.principal, facts)
@@ -790,7 +790,7 @@ class _Plan:
             for i in sorted(ps & rs):
                 cp = pols[i]
                 groups.setdefault(cp.run, []).append(cp.info.policy_id)
-            out = [(run, tuple(pids)) for run, pids in groups.items()]
+            out = [(run, frozenset(pids)) for run, pids in groups.items()]
             if len(self._pairs) >= self.MAX_CACHE:
                 self._pairs.clear()
             self._pairs[pair] = out
