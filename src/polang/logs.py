@@ -93,6 +93,11 @@ class LogError(PolangError):
 # --------------------------------------------------------------------------- UUIDv7
 
 
+_UUID7_VERSION: Final = 0x7 << 76
+_UUID7_VARIANT: Final = 0b10 << 62
+_UUID7_RAND_B: Final = (1 << 62) - 1
+
+
 class UUIDv7Generator:
     """RFC 9562 UUIDv7 ids that sort in creation order, even within one millisecond.
 
@@ -114,10 +119,13 @@ class UUIDv7Generator:
     ) -> None:
         if not 1 <= counter_bits <= self._RAND_BITS:
             raise LogError(f"UUIDv7 counter_bits must be 1..{self._RAND_BITS}, got {counter_bits}")
-        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._clock_ms = clock_ms
         self._random_bytes = random_bytes
         self._counter_bits = counter_bits
         self._random_tail_bits = self._RAND_BITS - counter_bits
+        # the random tail of every id, precomputed: bytes to draw and the mask to apply
+        self._tail_bytes = (self._random_tail_bits + 7) // 8
+        self._tail_mask = (1 << self._random_tail_bits) - 1
         self._lock = threading.Lock()
         self._last_ms = -1
         self._counter = 0
@@ -129,7 +137,8 @@ class UUIDv7Generator:
         return raw & ((1 << bits) - 1)
 
     def __call__(self) -> str:
-        now = int(self._clock_ms())
+        clock = self._clock_ms
+        now = time.time_ns() // 1_000_000 if clock is None else int(clock())
         with self._lock:
             if now > self._last_ms:
                 self._last_ms = now
@@ -142,10 +151,13 @@ class UUIDv7Generator:
             ms, counter = self._last_ms, self._counter
         if not 0 <= ms < 1 << 48:
             raise LogError(f"UUIDv7 timestamp {ms} ms is outside the 48-bit range")
-        rand = (counter << self._random_tail_bits) | self._random_int(self._random_tail_bits)
-        rand_a = rand >> 62
-        rand_b = rand & ((1 << 62) - 1)
-        value = (ms << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b
+        tail = 0
+        if self._tail_bytes:
+            tail = int.from_bytes(self._random_bytes(self._tail_bytes), "big") & self._tail_mask
+        rand = (counter << self._random_tail_bits) | tail
+        # 48-bit ms, version 7, rand_a (12 bits), variant 0b10, rand_b (62 bits)
+        value = (ms << 80) | _UUID7_VERSION | ((rand >> 62) << 64) | _UUID7_VARIANT
+        value |= rand & _UUID7_RAND_B
         h = f"{value:032x}"
         return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
