@@ -396,10 +396,14 @@ class Engine:
                 + "; ".join(snap.multi_issuer_problems),
                 list(snap.multi_issuer_problems),
             )
-        if isinstance(tokens, str | bytes) or not isinstance(tokens, Sequence):
+        if type(tokens) is not list and (
+            isinstance(tokens, str | bytes) or not isinstance(tokens, Sequence)
+        ):
             raise TokenError("tokens: expected a list of TokenInput(mapping, payload)")
         act = self._action(action)
-        if isinstance(context, Mapping | RecordValue) and "tokens" in context:
+        if (
+            type(context) is dict or isinstance(context, Mapping | RecordValue)
+        ) and "tokens" in context:
             raise RequestError(
                 "context: the key 'tokens' is reserved for validated tokens (context.tokens)"
             )
