@@ -121,7 +121,7 @@ def _uid(v: object, path: str) -> EntityUID:
         inner = v.get("__entity", v)
         if type(inner) is dict and len(inner) == 2:
             t, i = inner.get("type"), inner.get("id")
-            if type(t) is str and type(i) is str and name_error(t) is None:
+            if type(t) is str and type(i) is str and _valid_type_name(t):
                 return EntityUID(t, i)
     obj = _check_object(v, path, "an entity reference")
     if "__entity" in obj:
@@ -818,6 +818,12 @@ def parse_entity_uid_json(obj: object, path: str = "$") -> EntityUID:
 
     Raises ``EntityError`` with the path.
     """
+    if type(obj) is dict:  # _uid's fast path, one call less (three per request)
+        inner = obj.get("__entity", obj)
+        if type(inner) is dict and len(inner) == 2:
+            t, i = inner.get("type"), inner.get("id")
+            if type(t) is str and type(i) is str and _valid_type_name(t):
+                return EntityUID(t, i)
     try:
         return _uid(obj, path)
     except _Bad as bad:
