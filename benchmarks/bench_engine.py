@@ -44,42 +44,72 @@ document yet reported the same way. ``CEDARLING_LOCAL_JWKS`` (``{"<issuer id>": 
 validation is off for both engines in the side-by-side rows, and polang's signed rows stand
 alone.
 
-Measured on 2026-11-22: 2 cores (Intel Xeon @ 2.50GHz) shared with other sessions, load
-average 1.5-2.5, Python 3.11.7, cedarling-python 2.5.20; ``--requests 3000 --startups 7``;
-runs 1 and 2 at polang 0b9772f, run 3 at 956d32e (medians / p99 in microseconds)::
+Why the signed rows are not comparable with the unsigned ones: every polang row with signatures
+off is interleaved call by call with cedarling, and cedarling's calls (its own memory traffic,
+and three ``tokio-rt-worker`` threads on a 2-core machine) slow the polang call that follows:
+with the same tokens, polang alone takes 91 us per call with signatures on and 91 us with them
+off (both hit the validated-token cache, so the work is the same), and 162-166 us for either
+when a cedarling call runs between polang calls. The signed rows run alone, which is why "sig
+on, same tokens" reads faster than "sig off, same tokens".
 
-    row                                               polang         cedarling      ced/pol
-    start-up, directory store (fresh process)   331163 / 371402   16543 / 21061   0.05x
-                                                229807 / 378893   15585 / 21912   0.07x
-                                                212246 / 335482   15715 / 32814   0.07x
-    authorize_unsigned (8-request mix)            203 / 394       147 / 194       0.72x
-                                                  111 / 234        83 / 160       0.74x
-                                                  111 / 303        83 / 256       0.75x
-    multi_issuer, 3 tokens, sig off, same tokens  316 / 981       535 / 4616      1.69x
-                                                  227 / 521       327 / 664       1.44x
-                                                  221 / 434       316 / 587       1.43x
-    multi_issuer, 3 tokens, sig off, fresh tokens 714 / 1753      683 / 883       0.96x
-                                                  692 / 1857      659 / 1804      0.95x
-                                                  459 / 1276      425 / 797       0.93x
-    multi_issuer, 3 tokens, sig on, same tokens   148 / 450       -
-                                                  288 / 517       -
-                                                  266 / 542       -
-    multi_issuer, 3 tokens, sig on, fresh tokens 2022 / 10610     -
-                                                 1093 / 2517      -
-                                                 1840 / 3425      -
+Measured on 2026-11-22: 2 cores (Intel Xeon @ 2.50GHz) shared with other sessions, load
+average 0.7-2, Python 3.11.7, cedarling-python 2.5.20, ``--requests 2000 --startups 5``
+(medians / p99 in microseconds). "before" is the measurement at c5f5b6c that issue #5's
+second round started from (medians only), "after" two runs at 41d27a4::
+
+    row                                               polang          cedarling       ced/pol
+    start-up, directory store (fresh process)
+        before                                       62406           15208          0.24x
+        after                                        30433 / 30724    9869 / 12297   0.32x
+                                                     31308 / 32297   10506 / 11023   0.34x
+    authorize_unsigned (8-request mix)
+        before                                          92.8            78.0        0.84x
+        after                                           67.5 / 174      72.2 / 104   1.07x
+                                                        68.3 / 180      72.9 / 107   1.07x
+    multi_issuer, 3 tokens, sig off, same tokens
+        before                                         204.0           309.9        1.52x
+        after                                          159.9 / 267     294.9 / 352   1.84x
+                                                       165.9 / 302     303.9 / 498   1.83x
+    multi_issuer, 3 tokens, sig off, fresh tokens
+        before                                         423.0           400.7        0.95x
+        after                                          351.6 / 897     390.9 / 567   1.11x
+                                                       357.7 / 911     397.5 / 587   1.11x
+    multi_issuer, 3 tokens, sig on, same tokens
+        before                                         123             -
+        after                                           91.6 / 187     -
+    multi_issuer, 3 tokens, sig on, fresh tokens
+        after                                          898 / 1594      -
 
 Decisions and reasons were identical in both engines on every call. Against the targets of
-``design.md``: ``authorize_unsigned`` is about 0.74x of cedarling (target: at least 1x);
-``authorize_multi_issuer`` with 3 tokens is 1.4-1.7x faster than cedarling when the tokens
-were seen before and on par (0.93-0.96x) with fresh tokens (target: at least 1x); start-up is
-14-20x slower (target: within 2x). Where the time goes (cProfile, same store):
+``design.md``: ``authorize_unsigned`` is 1.07x cedarling (target: at least 1x, met);
+``authorize_multi_issuer`` with 3 tokens is 1.8x faster than cedarling with tokens seen before
+and 1.1x with fresh tokens (target: at least 1x, met); start-up is 3x slower than cedarling's,
+whose own start-up measured 10-15 ms across runs (target: within 2x, not met).
 
-- start-up: about 80% is lark building the LALR parser of the policy grammar on first use
-  (``parser.get_parser``, ``compute_lalr``), not the store. Lark's ``cache=True`` or a
-  parser serialised at build time would remove most of it.
-- ``authorize_unsigned``: parsing the principal and resource against the schema about 30%,
-  the compiled decision about 35%, request validation 7%, the UUIDv7 request id 5%,
-  building the result about 8%.
+Where the time goes now (``time.perf_counter`` around each step of ``Engine(...)`` in a fresh
+process, imports done; about 30 ms in all):
+
+- start-up, the decision backend (``polang.datalog``): about 18.5 ms. Building the compiled
+  backend (``CompiledBackend.__init__``) 13-14 ms, of which ``compile()`` of the generated
+  policy code 7.3 ms in 20 calls (both the ``run`` and the ``cond`` function of every policy
+  are generated and compiled; untraced decisions call ``cond`` only when no ``run`` could be
+  generated); lowering 3.5 ms (loading the fixed rules of ``polang.rules`` included);
+  ``EntityFacts`` (a networkx graph and condensation for the action entities) 1.3 ms.
+- start-up, the rest: about 12 ms. Stored LALR tables for both grammars 2.4 ms (instead of
+  building lark's parsers, 16 ms), parsing the schema 2.2 ms, the nine policies 3.9 ms, strict
+  policy validation 2.2 ms, reading the directory 0.9 ms.
+- ``authorize_unsigned`` (about 53 us per call when run alone; shares from cProfile): the
+  compiled decision and the request's facts overlay about 45%; parsing the principal and the
+  resource (``cedar_entity_mapping`` dicts) about 20%; building the result with its UUIDv7
+  request id about 15%; the context about 6%; request validation (now answered from
+  per-schema tables) about 4%.
+- ``authorize_multi_issuer``, fresh tokens (about 290 us alone): token processing about 70%
+  (building the token entities, with a ``Set<String>`` tag per claim, 27%; the unverified JWT
+  decode, base64url and JSON, 13%; the validated-token cache's key and bookkeeping 10%), the
+  decision about 16%.
+- ``import polang``: 285 ms with bytecode (was 417 ms), 452 ms without (was 595 ms); networkx
+  (imported by ``polang.datalog.facts``) is 133 ms of it. PyJWT/cryptography, httpx, PyYAML and
+  the query and explanation modules now load on first use.
 """
 
 from __future__ import annotations
