@@ -59,11 +59,20 @@ def _request_var(name: str) -> Fn:
 class CompiledPolicy:
     info: PolicyInfo
     scope: ScopeFn
-    cond: Fn
     run: RunFn
     """The scope literals the index does not answer, then the condition, in one call:
     ``OUT_OF_SCOPE`` or the condition's value (generated code where possible)."""
     keys: ScopeKeys
+    make_cond: Callable[[], Fn]
+    _cond: Fn | None = None
+
+    @property
+    def cond(self) -> Fn:
+        """The condition alone (traced decisions): built on first use, not at load."""
+        c = self._cond
+        if c is None:
+            c = self._cond = self.make_cond()
+        return c
 
 
 @dataclass(slots=True)
@@ -185,8 +194,16 @@ class Compiler:
     def __init__(self, program: Program, *, specialize: bool = True) -> None:
         self.groups = program.by_head()
         self.fns: dict[str, Fn] = {}
+        self.shapes: dict[str, Shape] = {}
         self.specialize = specialize
         self.generated: dict[Any, Any] = {}  # pycode's functions by code and cells
+
+    def shape(self, pred: str) -> Shape:
+        """``classify`` of a predicate's rule group, once per predicate."""
+        sh = self.shapes.get(pred)
+        if sh is None:
+            sh = self.shapes[pred] = classify(self.groups.get(pred, []))
+        return sh
 
     def fn(self, pred: str) -> Fn:
         f = self.fns.get(pred)
@@ -543,24 +560,26 @@ class CompiledBackend:
         if mode == "codegen":
             from polang.datalog.pycode import generate
 
-            def cond(pred: str) -> Fn:
-                return generate(comp, pred)
+            def cond(pred: str) -> Callable[[], Fn]:
+                return lambda: generate(comp, pred)
         else:
-            cond = comp.fn
+
+            def cond(pred: str) -> Callable[[], Fn]:
+                return lambda: comp.fn(pred)
+
         self.policies: list[CompiledPolicy] = []
         for info in program.policies.values():
             scope_rules = comp.groups.get(info.scope_pred, [])
             scope_fn = comp.scope(info.scope_pred)  # checks the rule's form
             keys = scope_keys(scope_rules[0].body)
-            cond_fn = cond(info.cond_pred)
             run: RunFn | None = None
             if mode == "codegen":
                 from polang.datalog.pycode import generate_policy
 
                 run = generate_policy(comp, keys.residual, info.cond_pred)
-            if run is None:
-                run = _residual_run(comp.scope_fn(keys.residual), cond_fn)
-            self.policies.append(CompiledPolicy(info, scope_fn, cond_fn, run, keys))
+            cp = CompiledPolicy(info, scope_fn, _NO_RUN, keys, cond(info.cond_pred))
+            cp.run = run or _residual_run(comp.scope_fn(keys.residual), cp)
+            self.policies.append(cp)
         self.decision_rules: list[Rule] = [
             r for r in program.rules if r.policy_id is None and r.head.pred in _DECISION_HEADS
         ]
@@ -688,15 +707,22 @@ class CompiledBackend:
         return RawDecision(bool(rels["allow"]), reason_list, errors, outcomes)
 
 
-def _residual_run(scope: ScopeFn, cond: Fn) -> RunFn:
+def _residual_run(scope: ScopeFn, policy: CompiledPolicy) -> RunFn:
     """Scope rest and condition in one call, where no generated function exists."""
 
     def run(r: Request, fx: EntityFacts, _pe: Any, _re: Any) -> Any:
         if not scope(r, fx):
             return OUT_OF_SCOPE
-        return cond(r, fx)
+        return policy.cond(r, fx)
 
     return run
+
+
+def _no_run(_r: Request, _fx: EntityFacts, _pe: Any, _re: Any) -> Any:
+    raise AssertionError("policy function not set")  # replaced before any use
+
+
+_NO_RUN: RunFn = _no_run
 
 
 _Dim = tuple[

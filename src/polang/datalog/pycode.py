@@ -77,7 +77,7 @@ class _Writer:
         self.lines.append("    " * depth + text)
 
     def emit(self, pred: str, target: str, depth: int) -> None:
-        from polang.datalog.compiled import REQUEST_VARS, classify
+        from polang.datalog.compiled import REQUEST_VARS
 
         if pred in REQUEST_VARS:
             self.line(depth, f"{target} = r.{pred}")
@@ -87,7 +87,7 @@ class _Writer:
         if depth > MAX_DEPTH:
             self.line(depth, f"{target} = {self.name_of(self.compiler.fn(pred), 'F')}(r, fx)")
             return
-        shape = classify(self.compiler.groups.get(pred, []))
+        shape = self.compiler.shape(pred)
         kind, preds = shape.kind, shape.preds
         if kind == "const":
             self.line(depth, f"{target} = {self.literal(shape.value)}")
@@ -148,11 +148,11 @@ class _Writer:
 
     def source_var(self, pred: str) -> str | None:
         """The request variable a value predicate is (through aliases), if any."""
-        from polang.datalog.compiled import REQUEST_VARS, classify
+        from polang.datalog.compiled import REQUEST_VARS
 
         seen = 0
         while pred not in REQUEST_VARS:
-            shape = classify(self.compiler.groups.get(pred, []))
+            shape = self.compiler.shape(pred)
             if shape.kind != "alias" or seen > 50:
                 return None
             pred, seen = shape.preds[0], seen + 1
@@ -165,11 +165,11 @@ class _Writer:
         """``(True, value)`` when ``pred`` has one value for every request: a fact, or an
         extension function or method (pure: they never read the facts) applied to such
         values without error, as in ``ip("10.0.0.0/8")``. Folded once, here."""
-        from polang.datalog.compiled import REQUEST_VARS, classify
+        from polang.datalog.compiled import REQUEST_VARS
 
         if pred in REQUEST_VARS or depth > 50:
             return (False, None)
-        shape = classify(self.compiler.groups.get(pred, []))
+        shape = self.compiler.shape(pred)
         if shape.kind == "const":
             return (True, shape.value)
         if shape.kind == "alias":
