@@ -65,6 +65,8 @@ def test_fixed_rules_are_stratified_and_compile() -> None:
 def test_rule_file_errors_name_the_line() -> None:
     with pytest.raises(RuleSyntaxError, match=r"x\.dl:2"):
         parse_rules("a(X) :- b(X).\nc(X) :- d(X)", "x.dl")
+    with pytest.raises(RuleSyntaxError, match=r"y\.dl:3: unexpected character '\$'"):
+        parse_rules("% note\na(X) :- b(X).\nc(X) :- $d(X).", "y.dl")
 
 
 def test_negation_through_recursion_is_refused() -> None:

@@ -14,7 +14,11 @@ from functools import cache
 from polang.datalog.ir import Atom, Const, Rule, Term, Var
 from polang.errors import PolangError
 
-_TOKEN = re.compile(r"\s*(?:(%[^\n]*)|(:-)|([A-Za-z_][A-Za-z0-9_]*)|(\"[^\"]*\")|([(),.]))")
+_TOKEN = re.compile(
+    r"(?P<ws>\s+)|(?P<comment>%[^\n]*)|(?P<tok>:-|[A-Za-z_][A-Za-z0-9_]*|\"[^\"]*\"|[(),.])"
+    r"|(?P<bad>.)",
+    re.DOTALL,
+)
 
 
 class RuleSyntaxError(PolangError):
@@ -23,19 +27,15 @@ class RuleSyntaxError(PolangError):
 
 def _tokens(text: str, filename: str) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
-    pos = 0
-    while pos < len(text):
-        if text[pos:].strip() == "":
-            break
-        m = _TOKEN.match(text, pos)
-        if m is None or m.end() == pos:
-            line = text.count("\n", 0, pos) + 1
-            raise RuleSyntaxError(f"{filename}:{line}: unexpected character {text[pos]!r}")
-        pos = m.end()
-        if m.group(1):
-            continue
-        tok = next(g for g in m.groups()[1:] if g)
-        out.append((tok, text.count("\n", 0, m.start()) + 1))
+    line = 1
+    for m in _TOKEN.finditer(text):
+        kind = m.lastgroup
+        if kind == "tok":
+            out.append((m.group(), line))
+        elif kind == "bad":
+            raise RuleSyntaxError(f"{filename}:{line}: unexpected character {m.group()!r}")
+        elif kind == "ws":
+            line += m.group().count("\n")
     return out
 
 
