@@ -76,72 +76,91 @@ class _Writer:
     def line(self, depth: int, text: str) -> None:
         self.lines.append("    " * depth + text)
 
-    def emit(self, pred: str, target: str, depth: int) -> None:
+    def emit(self, pred: str, target: str, depth: int) -> bool:
+        """Write code setting ``target`` to ``pred``'s value (or raising its error).
+
+        Returns whether the value is surely a Bool, so the caller can skip its check."""
         from polang.datalog.compiled import REQUEST_VARS
 
         if pred in REQUEST_VARS:
             self.line(depth, f"{target} = r.{pred}")
             if pred == "principal":
                 self.line(depth, f"if {target} is None: raise NP()")
-            return
+            return False
         if depth > MAX_DEPTH:
             self.line(depth, f"{target} = {self.name_of(self.compiler.fn(pred), 'F')}(r, fx)")
-            return
+            return False
         shape = self.compiler.shape(pred)
         kind, preds = shape.kind, shape.preds
-        if kind == "const":
-            self.line(depth, f"{target} = {self.literal(shape.value)}")
-        elif kind == "alias":
-            self.emit(preds[0], target, depth)
-        elif kind == "call" and (folded := self.const_value(pred))[0]:
-            self.line(depth, f"{target} = {self.literal(folded[1])}")
-        elif kind == "call":
-            args = []
-            for p in preds:
-                t = self.temp()
-                self.emit(p, t, depth)
-                args.append(t)
-            for c in shape.consts:
-                args.append(self.literal(c))
+        if kind in ("const", "alias", "call") and (known := self.const_value(pred))[0]:
+            self.line(depth, f"{target} = {self.literal(known[1])}")
+            return type(known[1]) is bool
+        if kind == "alias":
+            return self.emit(preds[0], target, depth)
+        if kind == "call":
+            args = [self.operand(p, depth) for p in preds]
+            args.extend(self.literal(c) for c in shape.consts)
             fn, takes_facts = direct(shape.op, len(preds))
             op = self.name_of(fn, "O")
             call = f"{op}({', '.join(['fx', *args] if takes_facts else args)})"
             if not self.intrinsic(shape, args, call, target, depth):
                 self.line(depth, f"{target} = {call}")
-        elif kind == "not":
+            return shape.op in _BOOL_OPS
+        if kind == "not":
             a = self.temp()
-            self.emit(preds[0], a, depth)
-            self.line(depth, f"if {a} is True: {target} = False")
-            self.line(depth, f"elif {a} is False: {target} = True")
-            self.line(depth, f"else: raise BE({a})")
-        elif kind in ("and", "or"):
+            if self.emit(preds[0], a, depth):
+                self.line(depth, f"{target} = not {a}")
+            else:
+                self.line(depth, f"if {a} is True: {target} = False")
+                self.line(depth, f"elif {a} is False: {target} = True")
+                self.line(depth, f"else: raise BE({a})")
+            return True
+        if kind in ("and", "or"):
             short, other = ("False", "True") if kind == "and" else ("True", "False")
             a = self.temp()
-            self.emit(preds[0], a, depth)
+            a_bool = self.emit(preds[0], a, depth)
             self.line(depth, f"if {a} is {short}: {target} = {short}")
-            self.line(depth, f"elif {a} is {other}:")
+            self.line(depth, "else:" if a_bool else f"elif {a} is {other}:")
             b = self.temp()
-            self.emit(preds[1], b, depth + 1)
-            self.line(depth + 1, f"if {b} is True or {b} is False: {target} = {b}")
-            self.line(depth + 1, f"else: raise BE({b})")
-            self.line(depth, f"else: raise BE({a})")
-        elif kind == "if":
+            if self.emit(preds[1], b, depth + 1):
+                self.line(depth + 1, f"{target} = {b}")
+            else:
+                self.line(depth + 1, f"if {b} is True or {b} is False: {target} = {b}")
+                self.line(depth + 1, f"else: raise BE({b})")
+            if not a_bool:
+                self.line(depth, f"else: raise BE({a})")
+            return True
+        if kind == "if":
             c = self.temp()
-            self.emit(preds[0], c, depth)
+            c_bool = self.emit(preds[0], c, depth)
             self.line(depth, f"if {c} is True:")
-            self.emit(preds[1], target, depth + 1)
-            self.line(depth, f"elif {c} is False:")
-            self.emit(preds[2], target, depth + 1)
-            self.line(depth, f"else: raise BE({c})")
-        elif kind == "and_then":
+            then_bool = self.emit(preds[1], target, depth + 1)
+            self.line(depth, "else:" if c_bool else f"elif {c} is False:")
+            else_bool = self.emit(preds[2], target, depth + 1)
+            if not c_bool:
+                self.line(depth, f"else: raise BE({c})")
+            return then_bool and else_bool
+        if kind == "and_then":
             c = self.temp()
-            self.emit(preds[0], c, depth)
+            c_bool = self.emit(preds[0], c, depth)
             self.line(depth, f"if {c} is False: {target} = False")
-            self.line(depth, f"elif {c} is True:")
-            self.emit(preds[1], target, depth + 1)
-            self.line(depth, f"else: raise BE({c})")
-        else:
-            self.line(depth, f"{target} = {self.name_of(self.compiler.fn(pred), 'F')}(r, fx)")
+            self.line(depth, "else:" if c_bool else f"elif {c} is True:")
+            then_bool = self.emit(preds[1], target, depth + 1)
+            if not c_bool:
+                self.line(depth, f"else: raise BE({c})")
+            return then_bool
+        self.line(depth, f"{target} = {self.name_of(self.compiler.fn(pred), 'F')}(r, fx)")
+        return False
+
+    def operand(self, pred: str, depth: int) -> str:
+        """An expression for an operand: its literal when it is a constant, else a
+        temporary written here."""
+        known, value = self.const_value(pred)
+        if known:
+            return self.literal(value)
+        t = self.temp()
+        self.emit(pred, t, depth)
+        return t
 
     def literal(self, c: Any) -> str:
         return repr(c) if c is None or type(c) is bool else self.name_of(c, "K")
@@ -275,6 +294,27 @@ class _Writer:
 
 
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+_BOOL_OPS = frozenset(
+    {
+        "eq",
+        "neq",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "in",
+        "has_attr",
+        "like",
+        "is_type",
+        "method:contains",
+        "method:containsAll",
+        "method:containsAny",
+        "method:isEmpty",
+        "method:hasTag",
+    }
+)
+"""Builtins whose value, when they do not raise, is always a Bool."""
 
 
 def _scope_lines(w: _Writer, body: Sequence[Any]) -> bool:
