@@ -318,6 +318,22 @@ def test_every_store_format_decides_the_same(fmt: str) -> None:
     assert got == EXAMPLE_EXPECTED
 
 
+def test_policy_code_is_generated_in_the_background_with_the_same_decisions() -> None:
+    """The engine returns before its policies' code is compiled; decisions made with the
+    closures and with the generated code are the same."""
+    with _engines_for_every_format()["directory"]() as engine:
+        backend = engine.authorizer.backend
+        first = [
+            outcome(engine.authorize_unsigned(a, r, c, p)) for a, r, c, p in _example_requests()
+        ]
+        assert backend.wait_generated(timeout=60)
+        again = [
+            outcome(engine.authorize_unsigned(a, r, c, p)) for a, r, c, p in _example_requests()
+        ]
+    assert first == again == EXAMPLE_EXPECTED
+    assert all(cp.run.__doc__ for cp in backend.policies)
+
+
 # ---------------------------------------------------------------- the result
 
 

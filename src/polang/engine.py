@@ -144,7 +144,7 @@ def _build_snapshot(
         from polang.language.validate import check_policies
 
         check_policies({**policies, **store.templates}, store.schema)
-    authorizer = Authorizer(policies, backend=config.datalog_backend)
+    authorizer = Authorizer(policies, backend=config.datalog_backend, background=True)
     issuers = [issuer_settings(i) for i in store.trusted_issuers.values()]
     processor = TokenProcessor(issuers, token_settings(config, ssl_context), store.schema)
     entities: list[Entity] = list(store.schema.action_entities())
@@ -230,6 +230,9 @@ class Engine:
                 ssl_context=ssl_context,
             )
             self._refresher.start()
+        # last: the policies' code is generated on a thread from here on (decisions before
+        # it is done are the same, made with the backend's closures)
+        self._snap.authorizer.generate_in_background()
 
     # -- construction -----------------------------------------------------------------
 
@@ -255,6 +258,7 @@ class Engine:
 
     def _on_new_store(self, store: PolicyStore) -> None:
         snap = _build_snapshot(store, self.config, self._ssl_context)  # raises: old stays
+        snap.authorizer.generate_in_background()
         with self._lock:
             old = self._snap
             self._snap = snap

@@ -322,3 +322,33 @@ def test_extension_calls_on_literals_fold_and_bad_literals_still_error_per_reque
     assert got.reasons == plain.reasons == ["policy0"]
     assert [(p, e.message) for p, e in got.errors] == [(p, e.message) for p, e in plain.errors]
     assert [p for p, _ in got.errors] == ["policy1"]
+
+
+def test_background_generation_decides_the_same_before_and_after() -> None:
+    """The engine's tier: closures at once, generated code swapped in on a thread."""
+    from polang.language.entities import Entity
+
+    program = lower_policies(
+        (f"policy{i}", p) for i, p in enumerate(parse_policies(INDEXED + "\n" + "\n".join(TRICKY)))
+    )
+    backend = CompiledBackend(program, background=True)
+    eager = CompiledBackend(program)
+    u, d = EntityUID("U", "a"), EntityUID("D", "d1")
+    facts = EntityFacts(
+        [
+            Entity(u, {"n": 1, "name": "a", "flag": True}, frozenset([EntityUID("G", "g")])),
+            Entity(d, {"owner": u, "open": True}, frozenset([EntityUID("F", "f")])),
+        ]
+    )
+    request = Request(u, EntityUID("Action", "read"), d, RecordValue({"ok": True, "n": 0}))
+
+    def outcome(b: CompiledBackend) -> tuple:
+        got = b.decide(request, facts)
+        return got.allow, got.reasons, [(p, e.message) for p, e in got.errors]
+
+    before = outcome(backend)
+    assert not backend.wait_generated(timeout=0)  # not started: closures only
+    backend.generate_in_background()
+    assert backend.wait_generated(timeout=60)
+    assert before == outcome(backend) == outcome(eager)
+    assert all(cp.run.__doc__ for cp in backend.policies)  # generated functions now

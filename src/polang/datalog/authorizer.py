@@ -54,9 +54,11 @@ class Backend(Protocol):
 BACKENDS = ("compiled", "pydatalog")
 
 
-def make_backend(program: Program, name: str = "compiled") -> Backend:
+def make_backend(program: Program, name: str = "compiled", *, background: bool = False) -> Backend:
+    """``background``: the compiled backend generates its code on a thread (see
+    :class:`CompiledBackend`); the engine's choice, so a store is ready sooner."""
     if name == "compiled":
-        return CompiledBackend(program)
+        return CompiledBackend(program, background=background)
     if name == "pydatalog":
         from polang.datalog.pydatalog import PyDatalogBackend
 
@@ -83,10 +85,17 @@ class Authorizer:
         policies: Mapping[str, Policy] | Iterable[Policy],
         *,
         backend: str = "compiled",
+        background: bool = False,
     ) -> None:
         self.policies = dict(_as_pairs(policies))
         self.program = lower_policies(self.policies.items())
-        self.backend = make_backend(self.program, backend)
+        self.backend = make_backend(self.program, backend, background=background)
+
+    def generate_in_background(self) -> None:
+        """Start the backend's background code generation, if it has one."""
+        start = getattr(self.backend, "generate_in_background", None)
+        if start is not None:
+            start()
 
     def is_authorized(
         self,

@@ -13,6 +13,8 @@ candidates; the fixed rules of ``rules/decision.dl`` then combine the policy ato
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -549,14 +551,23 @@ class CompiledBackend:
 
     MODES = ("codegen", "closures", "generic")
 
-    def __init__(self, program: Program, *, mode: str = "codegen") -> None:
+    def __init__(
+        self, program: Program, *, mode: str = "codegen", background: bool = False
+    ) -> None:
         """``mode``: ``codegen`` (conditions as generated Python functions), ``closures``
         (one closure per expression node) or ``generic`` (every rule group interpreted).
-        All three run the same rules; tests check that they agree."""
+        All three run the same rules; tests check that they agree.
+
+        ``background`` (codegen only): return with the closures in place; the policies'
+        code is generated on a thread started by :meth:`generate_in_background`, each
+        policy swapped to it when done. Compiling generated code is most of the load time
+        of a small store, and a decision made in the meantime is the same, only slower
+        (:meth:`wait_generated`)."""
         if mode not in self.MODES:
             raise ValueError(f"unknown mode {mode!r}; one of {self.MODES}")
         self.program = program
         comp = Compiler(program, specialize=mode != "generic")
+        tiered = mode == "codegen" and background
         if mode == "codegen":
             from polang.datalog.pycode import generate
 
@@ -573,11 +584,13 @@ class CompiledBackend:
             scope_fn = comp.scope(info.scope_pred)  # checks the rule's form
             keys = scope_keys(scope_rules[0].body)
             run: RunFn | None = None
-            if mode == "codegen":
+            if mode == "codegen" and not tiered:
                 from polang.datalog.pycode import generate_policy
 
                 run = generate_policy(comp, keys.residual, info.cond_pred)
             cp = CompiledPolicy(info, scope_fn, _NO_RUN, keys, cond(info.cond_pred))
+            if tiered:  # closures until the generated code is in (built now: no races)
+                cp._cond = comp.fn(info.cond_pred)
             cp.run = run or _residual_run(comp.scope_fn(keys.residual), cp)
             self.policies.append(cp)
         self.decision_rules: list[Rule] = [
@@ -590,6 +603,41 @@ class CompiledBackend:
             if self._combine.arity[p] != n:
                 raise ValueError(f"decision rules use {p} with {self._combine.arity[p]} arguments")
         self._cond_grouped = self._combine.grouped.get("cond") == 1
+        self._generated = threading.Event()
+        self._pending: Compiler | None = comp if tiered else None
+        if not tiered:
+            self._generated.set()
+
+    def generate_in_background(self) -> None:
+        """Start the background tier (once; nothing to do unless built with
+        ``background``). Separate from construction so the caller finishes its own
+        loading first instead of sharing the interpreter with the thread."""
+        comp, self._pending = self._pending, None
+        if comp is not None:
+            threading.Thread(
+                target=self._generate, args=(comp,), name="polang-codegen", daemon=True
+            ).start()
+
+    def _generate(self, comp: Compiler) -> None:
+        """The background tier: generated code for every policy, then fresh plans (the
+        cached ones hold the closures; a decision under way keeps its plan)."""
+        from polang.datalog.pycode import generate_policy
+
+        try:
+            for cp in self.policies:
+                # Yield the interpreter before each policy: the thread that started this
+                # one (and any request) runs on instead of waiting out a switch interval.
+                time.sleep(0)
+                fn = generate_policy(comp, cp.keys.residual, cp.info.cond_pred)
+                if fn is not None:
+                    cp.run = fn
+            self._plans = {}
+        finally:
+            self._generated.set()
+
+    def wait_generated(self, timeout: float | None = None) -> bool:
+        """Whether every policy runs generated code (waiting up to ``timeout`` seconds)."""
+        return self._generated.wait(timeout)
 
     def candidates(
         self, action: EntityUID, facts: EntityFacts | None = None
