@@ -86,8 +86,15 @@ Decisions and reasons were identical in both engines on every call. Against the 
 and 1.1x with fresh tokens (target: at least 1x, met); start-up is 3x slower than cedarling's,
 whose own start-up measured 10-15 ms across runs (target: within 2x, not met).
 
-Where the time goes now (``time.perf_counter`` around each step of ``Engine(...)`` in a fresh
-process, imports done; about 30 ms in all):
+Later, after the decision backend's third round (``cond`` functions built on first traced
+use, shorter generated code, and the policies' code generated on a background thread once
+``Engine(...)`` has loaded everything else), two runs with ``--startups 9`` gave start-up
+19.9 ms against cedarling's 14.0 ms (0.70x) and 36.2 against 15.7 ms (0.44x) on a noisy
+host, and three start-up-only runs 0.56x, 0.52x and 0.74x: within 2x in four of five runs.
+The other rows stayed at or above 1x (``benchmarks/README.md`` has the table).
+
+Where the time went at 41d27a4 (``time.perf_counter`` around each step of ``Engine(...)``
+in a fresh process, imports done; about 30 ms in all):
 
 - start-up, the decision backend (``polang.datalog``): about 18.5 ms. Building the compiled
   backend (``CompiledBackend.__init__``) 13-14 ms, of which ``compile()`` of the generated
