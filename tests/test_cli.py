@@ -448,6 +448,27 @@ def test_conformance_reports_failures(capsys: Capsys, tmp_path: Path) -> None:
     assert "shouldValidate" not in out and json.loads(out.splitlines()[-1])["validation_ok"] is None
 
 
+def test_conformance_reads_a_packed_corpus(capsys: Capsys, tmp_path: Path) -> None:
+    """``../shared/conformance`` holds the pack as a .tar.gz: the archive, or a directory
+    with only the archive in it, is extracted for the run."""
+    import tarfile
+
+    pack = _pack(tmp_path / "pack", [_req("alice", "open", "allow", ["policy0"])])
+    shelf = tmp_path / "shelf"
+    shelf.mkdir()
+    archive = shelf / "corpus.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(pack / "corpus-tests", arcname="corpus-tests")
+    for where in (archive, shelf):
+        code, out, _ = run(capsys, "conformance", str(where))
+        assert code == 0, out
+        assert json.loads(out.splitlines()[-1])["decisions_ok"] == 1
+    broken = tmp_path / "broken.tar.gz"
+    broken.write_bytes(b"not a tar archive")
+    code, _, err = run(capsys, "conformance", str(broken))
+    assert code == 2 and "broken.tar.gz" in err and "cannot extract" in err
+
+
 def test_conformance_on_an_empty_or_missing_directory_is_an_error(
     capsys: Capsys, tmp_path: Path
 ) -> None:

@@ -9,7 +9,10 @@ decision, the set of reasons and the set of erroring policy ids.
 from __future__ import annotations
 
 import json
+import tarfile
+import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -173,17 +176,41 @@ def run_corpus(
     limit: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Summary:
-    root = Path(root)
-    files = list(test_files(root))
-    if not files:
-        raise PolangError(
-            f"{root}: no conformance test files (expected corpus-tests/*.json or tests/*/*.json)"
-        )
-    if limit is not None:
-        files = files[:limit]
-    summary = Summary()
-    for n, f in enumerate(files, 1):
-        run_file(root, f, summary, backend=backend, validate=validate)
-        if progress is not None:
-            progress(n, len(files))
-    return summary
+    """Run a pack: a directory laid out like it, a ``.tar.gz`` of one, or a directory that
+    holds only such an archive (as ``../shared/conformance`` does)."""
+    with _unpacked(Path(root)) as where:
+        files = list(test_files(where))
+        if not files:
+            raise PolangError(
+                f"{root}: no conformance test files (expected corpus-tests/*.json or "
+                "tests/*/*.json, or a .tar.gz archive of them)"
+            )
+        if limit is not None:
+            files = files[:limit]
+        summary = Summary()
+        for n, f in enumerate(files, 1):
+            run_file(where, f, summary, backend=backend, validate=validate)
+            if progress is not None:
+                progress(n, len(files))
+        return summary
+
+
+@contextmanager
+def _unpacked(root: Path) -> Iterator[Path]:
+    """The pack's directory; an archive is extracted to a temporary one for the run."""
+    archive: Path | None = None
+    if root.is_file() and root.name.endswith((".tar.gz", ".tgz")):
+        archive = root
+    elif root.is_dir() and not any(test_files(root)):
+        found = sorted(root.glob("*.tar.gz")) + sorted(root.glob("*.tgz"))
+        archive = found[0] if len(found) == 1 else None
+    if archive is None:
+        yield root
+        return
+    with tempfile.TemporaryDirectory(prefix="polang-corpus-") as tmp:
+        try:
+            with tarfile.open(archive) as tf:
+                tf.extractall(tmp, filter="data")
+        except (tarfile.TarError, OSError) as e:
+            raise PolangError(f"{archive}: cannot extract the conformance pack: {e}") from e
+        yield Path(tmp)
