@@ -206,8 +206,8 @@ class _Writer:
             values.append(v)
         try:
             return (True, fn(*values, *shape.consts))
-        except EvaluationError:
-            return (False, None)  # the error is the policy's, at request time
+        except Exception:  # any failure is the policy's, at request time
+            return (False, None)
 
     def receiver(self, pred: str, temp: str) -> tuple[str, str] | None:
         """How to reach the entity record (or context record) of an operand directly:
