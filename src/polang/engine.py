@@ -41,11 +41,11 @@ from polang.language.schema import Schema
 from polang.language.validate import validate_request
 from polang.language.values import EntityUID, RecordValue
 from polang.logs import Logger, LogSettings, uuid7
-from polang.store.model import PolicyStore, TrustedIssuerConfig
+from polang.store.model import PolicyStore
 from polang.store.source import PolicyStoreSource, load_policy_store_archive_bytes
 from polang.tokens.model import DroppedToken, ProcessedTokens, TokenInput, TokenLogId
 from polang.tokens.processor import TokenProcessor
-from polang.tokens.settings import IssuerSettings, TokenSettings
+from polang.tokens.settings import TokenSettings
 
 if TYPE_CHECKING:  # explanations and queries are imported on first use (start-up time)
     from polang.datalog.explain import Explanation
@@ -121,11 +121,6 @@ def token_settings(config: Config, ssl_context: ssl.SSLContext | None = None) ->
     )
 
 
-def issuer_settings(issuer: TrustedIssuerConfig) -> IssuerSettings:
-    """The store's issuer record in the token layer's terms (one parser for both)."""
-    return IssuerSettings.from_dict(issuer.id, issuer.record, f"trusted_issuers.{issuer.id}")
-
-
 @dataclass(slots=True)
 class _Snapshot:
     store: PolicyStore
@@ -145,7 +140,7 @@ def _build_snapshot(
 
         check_policies({**policies, **store.templates}, store.schema)
     authorizer = Authorizer(policies, backend=config.datalog_backend, background=True)
-    issuers = [issuer_settings(i) for i in store.trusted_issuers.values()]
+    issuers = list(store.trusted_issuers.values())  # checked by the loader, in token terms
     processor = TokenProcessor(issuers, token_settings(config, ssl_context), store.schema)
     entities: list[Entity] = list(store.schema.action_entities())
     entities.extend(processor.trusted_issuer_entities())

@@ -9,7 +9,7 @@ import pytest
 
 from polang.store.errors import Problems
 from polang.store.issuers import compile_claim_regex, parse_issuer_map, parse_trusted_issuer
-from polang.store.model import DEFAULT_TOKEN_ENTITY_TYPES, TrustedIssuerConfig
+from polang.tokens.settings import DEFAULT_ENTITY_TYPES, IssuerSettings
 
 ENDPOINT = "https://idp.example.com/.well-known/openid-configuration"
 
@@ -29,7 +29,7 @@ def token(**fields: Any) -> dict[str, Any]:
     return record(token_metadata={"access_token": {"entity_type_name": "Idp::Tok", **fields}})
 
 
-def parse(rec: object, issuer_id: str = "idp") -> tuple[TrustedIssuerConfig | None, Problems]:
+def parse(rec: object, issuer_id: str = "idp") -> tuple[IssuerSettings | None, Problems]:
     problems = Problems("test")
     out = parse_trusted_issuer(issuer_id, rec, file="issuers.json", path="$.idp", problems=problems)
     return out, problems
@@ -48,11 +48,10 @@ def test_defaults_of_the_spec() -> None:
     out, problems = parse(record())
     assert not problems
     assert out is not None
-    assert out.id == "idp"
+    assert out.issuer_id == "idp"
     assert out.name == "Idp"
     assert out.description == "the test issuer"
     tm = out.token_metadata["access_token"]
-    assert tm.name == "access_token"
     assert tm.entity_type_name == "Idp::Access_token"
     assert tm.trusted is True
     assert tm.token_id == "jti"
@@ -63,9 +62,8 @@ def test_defaults_of_the_spec() -> None:
     assert tm.principal_mapping == ()
     assert tm.required_claims == ()
     assert tm.claim_mapping == {}
-    assert out.metadata_for_type("Idp::Access_token") is tm
-    assert out.metadata_for_type("Idp::Other") is None
-    assert out.record == record()
+    assert out.metadata_for("Idp::Access_token") == ("access_token", tm)
+    assert out.metadata_for("Idp::Other") is None
 
 
 def test_every_field_set() -> None:
@@ -97,18 +95,31 @@ def test_role_mapping_forms() -> None:
         assert not problems
         assert out is not None
         assert out.token_metadata["access_token"].role_mapping == expected
-    for bad in [5, [""], ["a", 3], {"a": 1}]:
+    rpath = "$.idp.token_metadata.access_token.role_mapping"
+    for bad, where in [(5, ""), ({"a": 1}, ""), ([""], "[0]"), (["a", 3], "[1]")]:
         kind, loc, _ = only_problem(token(role_mapping=bad))
-        assert (kind, loc) == ("invalid_field", "$.idp.token_metadata.access_token.role_mapping")
+        assert (kind, loc) == ("invalid_field", rpath + where)
 
 
 def test_standard_token_names_have_default_entity_types() -> None:
-    tm: dict[str, dict[str, Any]] = {name: {} for name in DEFAULT_TOKEN_ENTITY_TYPES}
+    tm: dict[str, dict[str, Any]] = {name: {} for name in DEFAULT_ENTITY_TYPES}
     out, problems = parse(record(token_metadata=tm))
     assert not problems
     assert out is not None
     got = {k: v.entity_type_name for k, v in out.token_metadata.items()}
-    assert got == DEFAULT_TOKEN_ENTITY_TYPES
+    assert got == DEFAULT_ENTITY_TYPES
+
+
+def test_null_fields_mean_not_given() -> None:
+    out, problems = parse(token(entity_type_name=None, role_mapping=None, trusted=None))
+    assert not problems
+    assert out is not None
+    tm = out.token_metadata["access_token"]
+    assert tm.entity_type_name == "Svc::Access_token" and tm.trusted
+    assert tm.role_mapping == ("role",) and not tm.role_mapping_explicit
+    # a null entity_type_name of a custom token name is still missing
+    kind, loc, _ = only_problem(record(token_metadata={"badge": {"entity_type_name": None}}))
+    assert (kind, loc) == ("missing_field", "$.idp.token_metadata.badge.entity_type_name")
 
 
 def test_custom_token_names_need_an_entity_type() -> None:
@@ -200,8 +211,8 @@ def test_unknown_fields_suggest_the_known_one() -> None:
 def test_two_tokens_of_one_entity_type_are_ambiguous() -> None:
     tm = {"a": {"entity_type_name": "Idp::T"}, "b": {"entity_type_name": "Idp::T"}}
     kind, loc, msg = only_problem(record(token_metadata=tm))
-    assert (kind, loc) == ("issuer", "$.idp.token_metadata.b")
-    assert "'a'" in msg
+    assert (kind, loc) == ("issuer", "$.idp.token_metadata.b.entity_type_name")
+    assert "token 'a'" in msg
 
 
 # ---------------------------------------------------------------- claim mapping

@@ -61,14 +61,17 @@ def test_role_mapping_forms() -> None:
 @pytest.mark.parametrize(
     ("record", "fragment"),
     [
-        ({"entity_type_name": "Access_token"}, r"tm\.entity_type_name: expected a qualified"),
-        ({"entity_type_name": "A::T", "trusted": "yes"}, r"tm\.trusted: expected a boolean"),
+        (
+            {"entity_type_name": "Access_token"},
+            r"tm\.entity_type_name: must have the form <Namespace>::<Type>",
+        ),
+        ({"entity_type_name": "A::T", "trusted": "yes"}, r"tm\.trusted: must be true or false"),
         ({"entity_type_name": "A::T", "token_id": ""}, r"tm\.token_id: must not be empty"),
         ({"entity_type_name": "A::T", "required_claims": "sub"}, r"tm\.required_claims"),
         ({"entity_type_name": "A::T", "principal_mapping": [""]}, r"principal_mapping\[0\]"),
         ({"entity_type_name": "A::T", "claim_mapping": []}, r"tm\.claim_mapping"),
         ({"entity_type_name": "A::T", "colour": "red"}, r"tm\.colour: unknown field"),
-        ("nope", "tm: expected an object"),
+        ("nope", "tm: must be a token metadata object, got string"),
     ],
 )
 def test_token_metadata_errors_name_the_json_path(record: Any, fragment: str) -> None:
@@ -102,14 +105,17 @@ def test_claim_mapping_records() -> None:
 @pytest.mark.parametrize(
     ("spec", "fragment"),
     [
-        ({"type": "A::B"}, "missing field 'parser'"),
+        ({"type": "A::B"}, r"x\.parser: required field 'parser' is missing"),
         ({"parser": "xml", "type": "A::B"}, r"claim_mapping\.x\.parser"),
-        ({"parser": "json"}, "missing field 'type'"),
+        ({"parser": "json"}, r"x\.type: required field 'type' is missing"),
         ({"parser": "regex", "type": "A::B"}, "regex_expression"),
-        ({"parser": "regex", "type": "A::B", "regex_expression": "("}, "invalid regular"),
+        (
+            {"parser": "regex", "type": "A::B", "regex_expression": "("},
+            r"x\.regex_expression: invalid regex",
+        ),
         (
             {"parser": "regex", "type": "A::B", "regex_expression": "(?P<a>.)", "b": {}},
-            r"claim_mapping\.x\.b: no named group",
+            r"claim_mapping\.x\.b: 'b' is not a named group",
         ),
         (
             {
@@ -159,15 +165,18 @@ def test_rust_style_named_groups_and_verbose_mode() -> None:
 @pytest.mark.parametrize(
     ("record", "fragment"),
     [
-        ({"openid_configuration_endpoint": ENDPOINT}, "missing field 'name'"),
-        ({"name": "Acme"}, "missing field 'openid_configuration_endpoint'"),
-        (issuer(name="Acme Corp"), r"trusted_issuers\.acme\.name: 'Acme Corp' must be a namespace"),
+        ({"openid_configuration_endpoint": ENDPOINT}, r"\.name: required field 'name'"),
+        ({"name": "Acme"}, "required field 'openid_configuration_endpoint' is missing"),
+        (
+            issuer(name="Acme Corp"),
+            r"trusted_issuers\.acme\.name: issuer name 'Acme Corp' must be a namespace",
+        ),
         (issuer(name=""), r"\.name: must not be empty"),
-        (issuer(openid_configuration_endpoint="http://idp/x"), "expected an https:// URL"),
-        (issuer(token_metadata=[]), r"\.token_metadata: expected an object"),
+        (issuer(openid_configuration_endpoint="http://idp/x"), "must be an https:// URL"),
+        (issuer(token_metadata=[]), r"\.token_metadata: must be an object"),
         (issuer(tokens_metadata={}), "renamed 'token_metadata'"),
         (issuer(colour="red"), r"\.colour: unknown field"),
-        (issuer(description=3), r"\.description: expected a string"),
+        (issuer(description=3), r"\.description: must be a string"),
         (
             issuer(
                 token_metadata={
@@ -175,7 +184,7 @@ def test_rust_style_named_groups_and_verbose_mode() -> None:
                     "other": {"entity_type_name": "A::T"},
                 }
             ),
-            "also the entity type of token 'access_token'",
+            r"other\.entity_type_name: 'A::T' is also the entity type of token 'access_token'",
         ),
     ],
 )
@@ -265,7 +274,7 @@ def test_null_fields_mean_not_given() -> None:
                     "entity_type_name": None,
                     "role_mapping": None,
                     "trusted": None,
-                    "claim_mapping": {"c": {"parser": "json", "type": "A::B", "extra": None}},
+                    "claim_mapping": {"c": {"parser": "json", "type": "A::B"}},
                 }
             },
         ),
@@ -274,3 +283,19 @@ def test_null_fields_mean_not_given() -> None:
     assert m.entity_type_name == "Svc::Access_token" and m.trusted
     assert m.role_mapping == ("role",) and not m.role_mapping_explicit
     assert m.claim_mapping["c"].parser == "json"
+    # a field the record does not define is a typo even when null: rejected, not ignored
+    with pytest.raises(PolicyStoreError, match=r"token_metadata\.access_token\.colour: unknown"):
+        IssuerSettings.from_dict("acme", issuer(token_metadata={"access_token": {"colour": None}}))
+
+
+def test_every_problem_is_reported() -> None:
+    with pytest.raises(PolicyStoreError) as e:
+        IssuerSettings.from_dict("acme", {"name": "Acme Corp", "colour": 1})
+    assert str(e.value).splitlines() == [
+        "trusted_issuers.acme.colour: unknown field 'colour'; allowed: name, description, "
+        "openid_configuration_endpoint, token_metadata",
+        "trusted_issuers.acme.name: issuer name 'Acme Corp' must be a namespace name "
+        "(identifiers joined by '::'): it names the issuer's TrustedIssuer namespace",
+        "trusted_issuers.acme.openid_configuration_endpoint: required field "
+        "'openid_configuration_endpoint' is missing",
+    ]

@@ -7,35 +7,26 @@ problem with its file, place and kind.
 """
 
 from polang.store.errors import KINDS, PolicyStoreLoadError, StoreProblem
-from polang.store.model import (
-    DEFAULT_TOKEN_ENTITY_TYPES,
-    ClaimMapping,
-    PolicyStore,
-    RegexGroupMapping,
-    TemplateLink,
-    TokenMetadata,
-    TrustedIssuerConfig,
-)
+from polang.store.model import PolicyStore, TemplateLink
 from polang.store.refresh import StoreRefresher
 from polang.store.source import (
     PolicyStoreSource,
     load_policy_store,
     load_policy_store_archive_bytes,
 )
+from polang.tokens.settings import ClaimMapping, IssuerSettings, TokenMetadata
 
 __all__ = [
-    "DEFAULT_TOKEN_ENTITY_TYPES",
     "KINDS",
     "ClaimMapping",
+    "IssuerSettings",
     "PolicyStore",
     "PolicyStoreLoadError",
     "PolicyStoreSource",
-    "RegexGroupMapping",
     "StoreProblem",
     "StoreRefresher",
     "TemplateLink",
     "TokenMetadata",
-    "TrustedIssuerConfig",
     "load_policy_store",
     "load_policy_store_archive_bytes",
 ]

@@ -22,8 +22,9 @@ from polang.language.values import EntityUID
 from polang.store.errors import Problems, strip_position_prefix
 from polang.store.fields import Checker, jpath
 from polang.store.issuers import parse_issuer_map
-from polang.store.model import PolicyStore, TemplateLink, TrustedIssuerConfig
+from polang.store.model import PolicyStore, TemplateLink
 from polang.store.raw import PolicyPart, RawStore, TextPart, load_json
+from polang.tokens.settings import IssuerSettings
 
 LINK_FIELDS = ("template_id", "link_id", "principal", "resource")
 
@@ -351,8 +352,8 @@ def _find_cycle(store: EntityStore) -> list[EntityUID] | None:
     return None
 
 
-def _issuers(raw: RawStore, problems: Problems) -> dict[str, TrustedIssuerConfig]:
-    out: dict[str, TrustedIssuerConfig] = {}
+def _issuers(raw: RawStore, problems: Problems) -> dict[str, IssuerSettings]:
+    out: dict[str, IssuerSettings] = {}
     where: dict[str, str] = {}
     for part in raw.issuers:
         data = part.data

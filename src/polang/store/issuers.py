@@ -1,31 +1,33 @@
-"""Trusted issuer records: checked field by field into :class:`TrustedIssuerConfig`.
+"""Trusted issuer records: the one parser behind the store loader and ``from_dict``.
 
 Issuer records decide whose tokens are believed, so a typo here is a security problem:
 unknown fields are errors (not ignored), endpoints must be HTTPS and every regex must
-compile when the store loads rather than when the first token arrives.
+compile when the store loads rather than when the first token arrives. The result is the
+token layer's own model (:class:`~polang.tokens.settings.IssuerSettings`), so the engine
+uses exactly what the loader checked.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any, cast
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
+from polang.errors import PolicyStoreError
 from polang.store.errors import Problems
 from polang.store.fields import Checker, jpath, type_word
-from polang.store.model import (
-    DEFAULT_TOKEN_ENTITY_TYPES,
+from polang.tokens.settings import (
+    DEFAULT_ENTITY_TYPES,
+    NAMESPACE_RE,
+    QUALIFIED_TYPE_RE,
     ClaimMapping,
-    RegexGroupMapping,
+    IssuerSettings,
+    RegexGroup,
     RegexValueType,
     TokenMetadata,
-    TrustedIssuerConfig,
+    translate_named_groups,
 )
-
-_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
-NAMESPACE_RE = re.compile(rf"^{_IDENT}(::{_IDENT})*$")
-QUALIFIED_TYPE_RE = re.compile(rf"^{_IDENT}(::{_IDENT})+$")
 
 ISSUER_FIELDS = ("name", "description", "openid_configuration_endpoint", "token_metadata")
 TOKEN_FIELDS = (
@@ -40,8 +42,8 @@ TOKEN_FIELDS = (
     "claim_mapping",
 )
 REGEX_VALUE_TYPES: tuple[str, ...] = ("String", "Number", "Boolean")
-# `(?<name>...)` (the other engines' spelling) -> `(?P<name>...)`; lookbehinds untouched.
-_NAMED_GROUP = re.compile(r"(?<!\\)\(\?<(?![=!])")
+
+T = TypeVar("T")
 
 
 def compile_claim_regex(expression: str) -> re.Pattern[str]:
@@ -50,15 +52,35 @@ def compile_claim_regex(expression: str) -> re.Pattern[str]:
     Under ``(?x)`` an unescaped ``#`` starts a comment, so a literal ``#`` must be written
     ``\\#`` (Python's verbose mode already reads ``\\#`` as a literal ``#``).
     """
-    return re.compile(_NAMED_GROUP.sub("(?P<", expression))
+    return re.compile(translate_named_groups(expression))
+
+
+def parse_record(parse: Callable[[Checker], T | None]) -> T:
+    """Run one parser outside a store: every problem, ``<path>: <message>`` a line.
+
+    The ``from_dict`` constructors of the token layer go through here so that a record
+    given in code meets exactly the rules (and messages) of a record in a store.
+    """
+    problems = Problems("<record>")
+    out = parse(Checker(problems, ""))
+    if problems or out is None:
+        lines = [f"{p.location}: {p.message}" if p.location else p.message for p in problems.items]
+        raise PolicyStoreError("\n".join(lines) or "invalid record")
+    return out
 
 
 def parse_trusted_issuer(
     issuer_id: str, record: object, *, file: str, path: str, problems: Problems
-) -> TrustedIssuerConfig | None:
+) -> IssuerSettings | None:
     """Check one issuer record; ``None`` (with problems added) when it is invalid."""
-    ck = Checker(problems, file)
-    before = len(problems)
+    return check_trusted_issuer(issuer_id, record, Checker(problems, file), path)
+
+
+def check_trusted_issuer(
+    issuer_id: str, record: object, ck: Checker, path: str
+) -> IssuerSettings | None:
+    """:func:`parse_trusted_issuer` on a given :class:`Checker`."""
+    before = len(ck.problems)
     if not issuer_id.strip():
         ck.add("issuer", path, "the issuer id must not be empty")
     rec = ck.obj(record, path, "an issuer object")
@@ -97,37 +119,38 @@ def parse_trusted_issuer(
         if tm_obj is not None:
             seen_types: dict[str, str] = {}
             for token_name, tm in tm_obj.items():
-                parsed = _parse_token_metadata(str(token_name), tm, ck, jpath(tpath, token_name))
+                mpath = jpath(tpath, str(token_name))
+                parsed = check_token_metadata(str(token_name), tm, ck, mpath)
                 if parsed is None:
                     continue
                 other = seen_types.get(parsed.entity_type_name)
                 if other is not None:
                     ck.add(
                         "issuer",
-                        jpath(tpath, token_name),
-                        f"entity_type_name {parsed.entity_type_name!r} is already used by "
-                        f"token {other!r} of this issuer",
+                        jpath(mpath, "entity_type_name"),
+                        f"{parsed.entity_type_name!r} is also the entity type of token "
+                        f"{other!r}; a request token's mapping must select one entry",
                     )
                     continue
-                seen_types[parsed.entity_type_name] = parsed.name
-                tokens[parsed.name] = parsed
-    if len(problems) > before or name is None or endpoint is None:
+                seen_types[parsed.entity_type_name] = str(token_name)
+                tokens[str(token_name)] = parsed
+    if len(ck.problems) > before or name is None or endpoint is None:
         return None
-    return TrustedIssuerConfig(
-        id=issuer_id,
+    return IssuerSettings(
+        issuer_id=issuer_id,
         name=name,
         openid_configuration_endpoint=endpoint,
-        description=description,
+        description=description or "",
         token_metadata=tokens,
-        record=dict(rec),
     )
 
 
-def _parse_token_metadata(
-    token_name: str, value: object, ck: Checker, path: str
+def check_token_metadata(
+    token_name: str | None, value: object, ck: Checker, path: str
 ) -> TokenMetadata | None:
+    """One ``token_metadata`` entry; ``token_name`` (when known) supplies the default type."""
     before = len(ck.problems)
-    if not token_name.strip():
+    if token_name is not None and not token_name.strip():
         ck.add("issuer", path, "token names must not be empty")
     rec = ck.obj(value, path, "a token metadata object")
     if rec is None:
@@ -135,14 +158,15 @@ def _parse_token_metadata(
     ck.known(rec, path, TOKEN_FIELDS)
     trusted = ck.boolean(rec, "trusted", path)
     etn = ck.string(rec, "entity_type_name", path)
-    if etn is None and "entity_type_name" not in rec:
-        etn = DEFAULT_TOKEN_ENTITY_TYPES.get(token_name)
+    if rec.get("entity_type_name") is None:
+        etn = DEFAULT_ENTITY_TYPES.get(token_name or "")
         if etn is None:
+            who = f"token {token_name!r}" if token_name is not None else "this token"
             ck.add(
                 "missing_field",
                 jpath(path, "entity_type_name"),
-                f"token {token_name!r} needs 'entity_type_name' (only "
-                + ", ".join(DEFAULT_TOKEN_ENTITY_TYPES)
+                f"{who} needs 'entity_type_name' (only "
+                + ", ".join(DEFAULT_ENTITY_TYPES)
                 + " have a default)",
             )
     elif etn is not None and not QUALIFIED_TYPE_RE.match(etn):
@@ -156,18 +180,17 @@ def _parse_token_metadata(
     workload_id = ck.string(rec, "workload_id", path)
 
     role_mapping: tuple[str, ...] = ("role",)
-    role_set = "role_mapping" in rec and rec["role_mapping"] is not None
+    role_set = rec.get("role_mapping") is not None
     if role_set:
         rm = rec["role_mapping"]
-        rpath = jpath(path, "role_mapping")
         if isinstance(rm, str):
             role_mapping = (rm,) if rm else ()
-        elif isinstance(rm, list) and all(isinstance(x, str) and x for x in rm):
-            role_mapping = tuple(cast(list[str], rm))
+        elif isinstance(rm, list):
+            role_mapping = ck.string_list(rec, "role_mapping", path) or ()
         else:
             ck.add(
                 "invalid_field",
-                rpath,
+                jpath(path, "role_mapping"),
                 f'must be a claim name, "" (off) or an array of claim names, got {rm!r}',
             )
     principal_mapping = ck.string_list(rec, "principal_mapping", path) or ()
@@ -186,14 +209,13 @@ def _parse_token_metadata(
         cm = ck.obj(rec["claim_mapping"], cpath, "an object mapping claim names to mappings")
         if cm is not None:
             for claim, mapping in cm.items():
-                parsed = _parse_claim_mapping(mapping, ck, jpath(cpath, str(claim)))
+                parsed = check_claim_mapping(mapping, ck, jpath(cpath, str(claim)))
                 if parsed is not None:
                     claim_mapping[str(claim)] = parsed
 
     if len(ck.problems) > before or etn is None:
         return None
     return TokenMetadata(
-        name=token_name,
         entity_type_name=etn,
         trusted=True if trusted is None else trusted,
         token_id=token_id or "jti",
@@ -207,7 +229,8 @@ def _parse_token_metadata(
     )
 
 
-def _parse_claim_mapping(value: object, ck: Checker, path: str) -> ClaimMapping | None:
+def check_claim_mapping(value: object, ck: Checker, path: str) -> ClaimMapping | None:
+    """One ``claim_mapping.<claim>`` entry: the regex compiles, every group is mapped."""
     before = len(ck.problems)
     rec = ck.obj(value, path, "a claim mapping object")
     if rec is None:
@@ -242,7 +265,7 @@ def _parse_claim_mapping(value: object, ck: Checker, path: str) -> ClaimMapping 
         ck.add("issuer", jpath(path, "regex_expression"), f"invalid regex: {e}{hint}")
         return None
     group_names = set(pattern.groupindex)
-    groups: dict[str, RegexGroupMapping] = {}
+    groups: dict[str, RegexGroup] = {}
     for key, spec in rec.items():
         if key in ("parser", "type", "regex_expression"):
             continue
@@ -275,7 +298,7 @@ def _parse_claim_mapping(value: object, ck: Checker, path: str) -> ClaimMapping 
             )
             continue
         if attr is not None:
-            groups[str(key)] = RegexGroupMapping(attr=attr, type=cast(RegexValueType, vtype))
+            groups[str(key)] = RegexGroup(attr=attr, type=cast(RegexValueType, vtype))
     for g_name in sorted(group_names - set(rec)):
         ck.add(
             "issuer",
@@ -295,17 +318,15 @@ def _parse_claim_mapping(value: object, ck: Checker, path: str) -> ClaimMapping 
 
 def parse_issuer_map(
     data: object, *, file: str, path: str, problems: Problems
-) -> dict[str, TrustedIssuerConfig]:
+) -> dict[str, IssuerSettings]:
     """``{"<issuer_id>": record, ...}`` (an issuer file or a legacy ``trusted_issuers``)."""
     ck = Checker(problems, file)
     obj: Mapping[str, Any] | None = ck.obj(data, path, "an object mapping issuer ids to issuers")
-    out: dict[str, TrustedIssuerConfig] = {}
+    out: dict[str, IssuerSettings] = {}
     if obj is None:
         return out
     for issuer_id, record in obj.items():
-        parsed = parse_trusted_issuer(
-            str(issuer_id), record, file=file, path=jpath(path, str(issuer_id)), problems=problems
-        )
+        parsed = check_trusted_issuer(str(issuer_id), record, ck, jpath(path, str(issuer_id)))
         if parsed is not None:
             out[str(issuer_id)] = parsed
     return out

@@ -6,93 +6,15 @@ only ever sees a :class:`PolicyStore` whose every part has been parsed and check
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from polang.language.ast import Policy
 from polang.language.entities import Entity, EntityStore
 from polang.language.schema import Schema
 from polang.language.values import EntityUID
-
-# ---------------------------------------------------------------- trusted issuers
-
-#: Token names whose metadata may omit ``entity_type_name`` (the spec's shared ``Svc``
-#: namespace); any other token name must give one.
-DEFAULT_TOKEN_ENTITY_TYPES: dict[str, str] = {
-    "access_token": "Svc::Access_token",
-    "id_token": "Svc::Id_token",
-    "userinfo_token": "Svc::Userinfo_token",
-    "tx_token": "Svc::Tx_token",
-}
-
-RegexValueType = Literal["String", "Number", "Boolean"]
-
-
-@dataclass(frozen=True)
-class RegexGroupMapping:
-    """Where one named group of a regex claim mapping goes: attribute ``attr`` of ``type``."""
-
-    attr: str
-    type: RegexValueType
-
-
-@dataclass(frozen=True)
-class ClaimMapping:
-    """How a claim becomes a value of the schema type ``type``.
-
-    ``regex``: ``pattern`` is the compiled ``regex_expression`` and ``groups`` maps each
-    named group to its attribute. ``json``: the claim (a JSON object or a string holding
-    one) becomes a record of ``type``.
-    """
-
-    parser: Literal["regex", "json"]
-    type: str
-    regex_expression: str | None = None
-    pattern: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
-    groups: dict[str, RegexGroupMapping] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class TokenMetadata:
-    """One ``token_metadata`` entry, defaults filled in (the spec's table)."""
-
-    name: str
-    entity_type_name: str
-    trusted: bool = True
-    token_id: str = "jti"
-    user_id: str = "sub"
-    workload_id: str = "aud"
-    role_mapping: tuple[str, ...] = ("role",)
-    role_mapping_explicit: bool = False
-    """Whether the record gave ``role_mapping`` (the userinfo ``role`` fallback needs it)."""
-    principal_mapping: tuple[str, ...] = ()
-    required_claims: tuple[str, ...] = ()
-    claim_mapping: dict[str, ClaimMapping] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class TrustedIssuerConfig:
-    """A trusted issuer record; ``id`` is its key (the ``TrustedIssuer`` entity id)."""
-
-    id: str
-    name: str
-    openid_configuration_endpoint: str
-    description: str | None = None
-    token_metadata: dict[str, TokenMetadata] = field(default_factory=dict)
-    record: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    """The record as written in the store (JSON data), for consumers with their own model."""
-
-    def metadata_for_type(self, entity_type_name: str) -> TokenMetadata | None:
-        """The metadata whose ``entity_type_name`` a request token's mapping names."""
-        for tm in self.token_metadata.values():
-            if tm.entity_type_name == entity_type_name:
-                return tm
-        return None
-
-
-# ---------------------------------------------------------------- the store
+from polang.tokens.settings import IssuerSettings
 
 
 @dataclass(frozen=True)
@@ -115,6 +37,8 @@ class PolicyStore:
     ``policies`` holds the static policies, ``templates`` the templates,
     ``linked_policies`` the policies obtained by linking templates (keyed by link id);
     the three id spaces are disjoint. Every policy's ``@id`` equals its key.
+    ``trusted_issuers`` are already in the token layer's terms: the engine uses them as
+    they are, so an issuer record is parsed once.
     ``default_entities`` are available to every evaluation; request entities win.
     """
 
@@ -132,7 +56,7 @@ class PolicyStore:
     templates: dict[str, Policy] = field(default_factory=dict)
     links: dict[str, TemplateLink] = field(default_factory=dict)
     linked_policies: dict[str, Policy] = field(default_factory=dict)
-    trusted_issuers: dict[str, TrustedIssuerConfig] = field(default_factory=dict)
+    trusted_issuers: dict[str, IssuerSettings] = field(default_factory=dict)
     default_entities: EntityStore = field(default_factory=EntityStore)
     policy_origins: dict[str, str] = field(default_factory=dict, repr=False)
     """Where each policy and template was declared (file, and JSON path in legacy files)."""

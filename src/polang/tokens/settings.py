@@ -1,9 +1,10 @@
 """The inputs of token handling: trusted issuers, token metadata and ``ENGINE_*`` values.
 
-These are small typed records of their own so token handling does not depend on how a
-policy store or a configuration is read. ``TokenMetadata.from_dict`` and
-``IssuerSettings.from_dict`` validate the JSON records of the spec ("Trusted issuer",
-"Token metadata"); every error names the JSON path of the bad value.
+These typed records are the one model of a trusted issuer: the store loader
+(:mod:`polang.store.issuers`) builds them when it checks a store, and the engine hands
+them to token handling as they are. The ``from_dict`` constructors run that same parser
+on a record given in code (importing it when called, since the store package imports
+this module); every error names the JSON path of the bad value.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from polang.errors import ConfigError, PolicyStoreError
 
@@ -43,9 +43,10 @@ DEFAULT_ENTITY_TYPES: dict[str, str] = {
 }
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
-_NAMESPACE_RE = re.compile(rf"^{_IDENT}(::{_IDENT})*$")
-_TYPE_NAME_RE = re.compile(rf"^{_IDENT}(::{_IDENT})+$")
-_GROUP_NAME_RE = re.compile(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
+#: An issuer ``name``: identifiers joined by ``::`` (it names the TrustedIssuer namespace).
+NAMESPACE_RE = re.compile(rf"^{_IDENT}(::{_IDENT})*$")
+#: An entity or record type name: ``<Namespace>::<Type>``.
+QUALIFIED_TYPE_RE = re.compile(rf"^{_IDENT}(::{_IDENT})+$")
 
 RegexValueType = Literal["String", "Number", "Boolean"]
 
@@ -65,41 +66,6 @@ def describe_json(v: object) -> str:
     if isinstance(v, dict):
         return "an object"
     return type(v).__name__
-
-
-def _fail(path: str, msg: str) -> PolicyStoreError:
-    return PolicyStoreError(f"{path}: {msg}")
-
-
-def _want_str(d: Mapping[str, Any], key: str, path: str, *, allow_empty: bool = False) -> str:
-    v = d[key]
-    if not isinstance(v, str):
-        raise _fail(f"{path}.{key}", f"expected a string, got {describe_json(v)}")
-    if not allow_empty and not v:
-        raise _fail(f"{path}.{key}", "must not be empty")
-    return v
-
-
-def _want_str_list(v: object, path: str) -> tuple[str, ...]:
-    if not isinstance(v, list):
-        raise _fail(path, f"expected an array of strings, got {describe_json(v)}")
-    out = []
-    for i, e in enumerate(v):
-        if not isinstance(e, str) or not e:
-            raise _fail(f"{path}[{i}]", f"expected a non-empty string, got {describe_json(e)}")
-        out.append(e)
-    return tuple(out)
-
-
-def _present(d: Mapping[str, Any]) -> dict[str, Any]:
-    """A record without its ``null`` fields: ``null`` means "not given" (the default)."""
-    return {k: v for k, v in d.items() if v is not None}
-
-
-def _check_keys(d: Mapping[str, Any], allowed: tuple[str, ...], path: str) -> None:
-    for k in d:
-        if k not in allowed:
-            raise _fail(f"{path}.{k}", f"unknown field (allowed: {', '.join(sorted(allowed))})")
 
 
 def translate_named_groups(expr: str) -> str:
@@ -132,7 +98,12 @@ class RegexGroup:
 
 @dataclass(frozen=True)
 class ClaimMapping:
-    """``claim_mapping.<claim>``: a claim turned into a value of schema type ``type``."""
+    """``claim_mapping.<claim>``: a claim turned into a value of schema type ``type``.
+
+    ``regex``: ``pattern`` is the compiled ``regex_expression`` and ``groups`` maps each
+    named group to its attribute. ``json``: the claim (a JSON object or a string holding
+    one) becomes a record of ``type``.
+    """
 
     parser: Literal["regex", "json"]
     type: str
@@ -142,71 +113,10 @@ class ClaimMapping:
 
     @classmethod
     def from_dict(cls, d: object, path: str) -> ClaimMapping:
-        if not isinstance(d, dict):
-            raise _fail(path, f"expected an object, got {describe_json(d)}")
-        d = _present(d)
-        if "parser" not in d:
-            raise _fail(path, "missing field 'parser' (regex or json)")
-        parser = d["parser"]
-        if parser not in ("regex", "json"):
-            raise _fail(f"{path}.parser", f"expected 'regex' or 'json', got {parser!r}")
-        if "type" not in d:
-            raise _fail(path, "missing field 'type'")
-        type_name = _want_str(d, "type", path)
-        if parser == "json":
-            _check_keys(d, ("parser", "type"), path)
-            return cls(parser="json", type=type_name)
-        if "regex_expression" not in d:
-            raise _fail(path, "missing field 'regex_expression'")
-        expr = _want_str(d, "regex_expression", path)
-        try:
-            pattern = re.compile(translate_named_groups(expr))
-        except re.error as e:
-            raise _fail(f"{path}.regex_expression", f"invalid regular expression: {e}") from e
-        group_names = set(pattern.groupindex)
-        groups: dict[str, RegexGroup] = {}
-        for key, spec in d.items():
-            if key in ("parser", "type", "regex_expression"):
-                continue
-            gpath = f"{path}.{key}"
-            if key not in group_names:
-                raise _fail(
-                    gpath,
-                    "no named group of this name in regex_expression "
-                    f"(groups: {', '.join(sorted(group_names)) or 'none'})",
-                )
-            if not isinstance(spec, dict):
-                raise _fail(gpath, f"expected an object {{attr, type}}, got {describe_json(spec)}")
-            _check_keys(spec, ("attr", "type"), gpath)
-            if "attr" not in spec:
-                raise _fail(gpath, "missing field 'attr'")
-            attr = _want_str(spec, "attr", gpath)
-            if "type" not in spec:
-                raise _fail(gpath, "missing field 'type'")
-            gtype = spec["type"]
-            if gtype not in ("String", "Number", "Boolean"):
-                raise _fail(f"{gpath}.type", f"expected String, Number or Boolean, got {gtype!r}")
-            groups[key] = RegexGroup(attr=attr, type=gtype)
-        return cls(
-            parser="regex",
-            type=type_name,
-            regex_expression=expr,
-            groups=groups,
-            pattern=pattern,
-        )
+        """Validate one JSON record with the store's rules; raises ``PolicyStoreError``."""
+        from polang.store.issuers import check_claim_mapping, parse_record
 
-
-_METADATA_FIELDS = (
-    "trusted",
-    "entity_type_name",
-    "token_id",
-    "user_id",
-    "workload_id",
-    "role_mapping",
-    "principal_mapping",
-    "required_claims",
-    "claim_mapping",
-)
+        return parse_record(lambda ck: check_claim_mapping(d, ck, path))
 
 
 @dataclass(frozen=True)
@@ -234,69 +144,9 @@ class TokenMetadata:
         cls, d: object, path: str = "token_metadata", *, token_name: str | None = None
     ) -> TokenMetadata:
         """Validate one JSON record. ``token_name`` supplies the spec's default type name."""
-        if not isinstance(d, dict):
-            raise _fail(path, f"expected an object, got {describe_json(d)}")
-        d = _present(d)
-        _check_keys(d, _METADATA_FIELDS, path)
-        if "entity_type_name" in d:
-            etn = _want_str(d, "entity_type_name", path)
-            if not _TYPE_NAME_RE.match(etn):
-                raise _fail(
-                    f"{path}.entity_type_name",
-                    f"expected a qualified type name <Namespace>::<Type>, got {etn!r}",
-                )
-        elif token_name in DEFAULT_ENTITY_TYPES:
-            etn = DEFAULT_ENTITY_TYPES[token_name]
-        else:
-            raise _fail(
-                path,
-                "missing field 'entity_type_name' (required for token types other than "
-                + ", ".join(DEFAULT_ENTITY_TYPES)
-                + ")",
-            )
-        kw: dict[str, Any] = {"entity_type_name": etn}
-        if "trusted" in d:
-            if not isinstance(d["trusted"], bool):
-                raise _fail(
-                    f"{path}.trusted", f"expected a boolean, got {describe_json(d['trusted'])}"
-                )
-            kw["trusted"] = d["trusted"]
-        for key in ("token_id", "user_id", "workload_id"):
-            if key in d:
-                kw[key] = _want_str(d, key, path)
-        if "role_mapping" in d:
-            rm = d["role_mapping"]
-            if isinstance(rm, str):
-                kw["role_mapping"] = (rm,) if rm else ()
-            elif isinstance(rm, list):
-                kw["role_mapping"] = _want_str_list(rm, f"{path}.role_mapping")
-            else:
-                raise _fail(
-                    f"{path}.role_mapping",
-                    f"expected a string or an array of strings, got {describe_json(rm)}",
-                )
-            kw["role_mapping_explicit"] = True
-        for key in ("principal_mapping", "required_claims"):
-            if key in d:
-                kw[key] = _want_str_list(d[key], f"{path}.{key}")
-        if "claim_mapping" in d:
-            cm = d["claim_mapping"]
-            if not isinstance(cm, dict):
-                raise _fail(f"{path}.claim_mapping", f"expected an object, got {describe_json(cm)}")
-            kw["claim_mapping"] = {
-                claim: ClaimMapping.from_dict(spec, f"{path}.claim_mapping.{claim}")
-                for claim, spec in cm.items()
-            }
-        return cls(**kw)
+        from polang.store.issuers import check_token_metadata, parse_record
 
-
-_ISSUER_FIELDS = ("name", "description", "openid_configuration_endpoint", "token_metadata")
-
-
-def _check_https_url(url: str, path: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme.lower() != "https" or not parts.hostname:
-        raise _fail(path, f"expected an https:// URL, got {url!r}")
+        return parse_record(lambda ck: check_token_metadata(token_name, d, ck, path))
 
 
 @dataclass(frozen=True)
@@ -310,7 +160,7 @@ class IssuerSettings:
     description: str = ""
 
     def __post_init__(self) -> None:
-        if not _NAMESPACE_RE.match(self.name):
+        if not NAMESPACE_RE.match(self.name):
             raise PolicyStoreError(
                 f"trusted issuer {self.issuer_id!r}: name {self.name!r} must be a namespace "
                 "(identifiers joined by '::'), because it names the issuer's TrustedIssuer type"
@@ -318,56 +168,16 @@ class IssuerSettings:
 
     @classmethod
     def from_dict(cls, issuer_id: str, d: object, path: str | None = None) -> IssuerSettings:
-        """Validate one trusted issuer record (``trusted_issuers.<issuer_id>``)."""
-        path = path or f"trusted_issuers.{issuer_id}"
-        if not isinstance(d, dict):
-            raise _fail(path, f"expected an object, got {describe_json(d)}")
-        d = _present(d)
-        if "tokens_metadata" in d:
-            raise _fail(
-                f"{path}.tokens_metadata",
-                "'tokens_metadata' was renamed 'token_metadata'; rename the field",
-            )
-        _check_keys(d, _ISSUER_FIELDS, path)
-        for key in ("name", "openid_configuration_endpoint"):
-            if key not in d:
-                raise _fail(path, f"missing field {key!r}")
-        name = _want_str(d, "name", path)
-        if not _NAMESPACE_RE.match(name):
-            raise _fail(
-                f"{path}.name",
-                f"{name!r} must be a namespace (identifiers joined by '::', no spaces): it "
-                "names the issuer's TrustedIssuer entity type",
-            )
-        endpoint = _want_str(d, "openid_configuration_endpoint", path)
-        _check_https_url(endpoint, f"{path}.openid_configuration_endpoint")
-        description = ""
-        if "description" in d:
-            description = _want_str(d, "description", path, allow_empty=True)
-        metadata: dict[str, TokenMetadata] = {}
-        tm = d.get("token_metadata", {})
-        if not isinstance(tm, dict):
-            raise _fail(f"{path}.token_metadata", f"expected an object, got {describe_json(tm)}")
-        seen_types: dict[str, str] = {}
-        for token_name, spec in tm.items():
-            mpath = f"{path}.token_metadata.{token_name}"
-            meta = TokenMetadata.from_dict(spec, mpath, token_name=token_name)
-            other = seen_types.get(meta.entity_type_name)
-            if other is not None:
-                raise _fail(
-                    f"{mpath}.entity_type_name",
-                    f"{meta.entity_type_name!r} is also the entity type of token "
-                    f"{other!r}; a request token's mapping must select one entry",
-                )
-            seen_types[meta.entity_type_name] = token_name
-            metadata[token_name] = meta
-        return cls(
-            issuer_id=issuer_id,
-            name=name,
-            openid_configuration_endpoint=endpoint,
-            token_metadata=metadata,
-            description=description,
-        )
+        """Validate one trusted issuer record (``trusted_issuers.<issuer_id>``).
+
+        The rules and messages are the store loader's (one parser for both); every problem
+        is reported, each as ``<JSON path>: <message>``.
+        """
+        from polang.store.fields import jpath
+        from polang.store.issuers import check_trusted_issuer, parse_record
+
+        where = path or jpath("trusted_issuers", issuer_id)
+        return parse_record(lambda ck: check_trusted_issuer(issuer_id, d, ck, where))
 
     def metadata_for(self, entity_type_name: str) -> tuple[str, TokenMetadata] | None:
         """The token name and metadata whose ``entity_type_name`` is the request mapping."""
