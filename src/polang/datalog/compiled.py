@@ -639,13 +639,6 @@ class CompiledBackend:
         """Whether every policy runs generated code (waiting up to ``timeout`` seconds)."""
         return self._generated.wait(timeout)
 
-    def candidates(
-        self, action: EntityUID, facts: EntityFacts | None = None
-    ) -> list[CompiledPolicy]:
-        """The policies whose action constraint can hold for ``action`` (in source order)."""
-        anc = facts.ancestors_of(action) if facts is not None else frozenset()
-        return self._plan(action, anc).policies
-
     def _plan(self, action: EntityUID, action_ancestors: frozenset[EntityUID]) -> _Plan:
         """Candidates for an action, indexed by principal and resource keys (cached)."""
         key = (action, action_ancestors)

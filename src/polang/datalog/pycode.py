@@ -59,7 +59,7 @@ class _Writer:
         self.temps = 0
         self.uses_get = False
 
-    def name_of(self, obj: Any, _prefix: str = "") -> str:
+    def name_of(self, obj: Any) -> str:
         """The closure cell holding a constant, builtin or fallback function."""
         key = (type(obj), obj) if type(obj) in (str, int) else (type(obj), id(obj))
         n = self.names.get(key)
@@ -88,7 +88,7 @@ class _Writer:
                 self.line(depth, f"if {target} is None: raise NP()")
             return False
         if depth > MAX_DEPTH:
-            self.line(depth, f"{target} = {self.name_of(self.compiler.fn(pred), 'F')}(r, fx)")
+            self.line(depth, f"{target} = {self.name_of(self.compiler.fn(pred))}(r, fx)")
             return False
         shape = self.compiler.shape(pred)
         kind, preds = shape.kind, shape.preds
@@ -101,7 +101,7 @@ class _Writer:
             args = [self.operand(p, depth) for p in preds]
             args.extend(self.literal(c) for c in shape.consts)
             fn, takes_facts = direct(shape.op, len(preds))
-            op = self.name_of(fn, "O")
+            op = self.name_of(fn)
             call = f"{op}({', '.join(['fx', *args] if takes_facts else args)})"
             if not self.intrinsic(shape, args, call, target, depth):
                 self.line(depth, f"{target} = {call}")
@@ -149,7 +149,7 @@ class _Writer:
             if not c_bool:
                 self.line(depth, f"else: raise BE({c})")
             return then_bool
-        self.line(depth, f"{target} = {self.name_of(self.compiler.fn(pred), 'F')}(r, fx)")
+        self.line(depth, f"{target} = {self.name_of(self.compiler.fn(pred))}(r, fx)")
         return False
 
     def operand(self, pred: str, depth: int) -> str:
@@ -163,7 +163,7 @@ class _Writer:
         return t
 
     def literal(self, c: Any) -> str:
-        return repr(c) if c is None or type(c) is bool else self.name_of(c, "K")
+        return repr(c) if c is None or type(c) is bool else self.name_of(c)
 
     def source_var(self, pred: str) -> str | None:
         """The request variable a value predicate is (through aliases), if any."""
@@ -176,9 +176,6 @@ class _Writer:
                 return None
             pred, seen = shape.preds[0], seen + 1
         return pred
-
-    def constant(self, pred: str) -> tuple[bool, Any]:
-        return self.const_value(pred)
 
     def const_value(self, pred: str, depth: int = 0) -> tuple[bool, Any]:
         """``(True, value)`` when ``pred`` has one value for every request: a fact, or an
@@ -252,7 +249,7 @@ class _Writer:
             how = self.receiver(preds[0], args[0])
             if how is None or how[0] != "entity":
                 return False
-            known, key = self.constant(preds[1])
+            known, key = self.const_value(preds[1])
             if not known or type(key) is not str:
                 return False
             expr = how[1]
@@ -267,7 +264,7 @@ class _Writer:
             return True
         if op in ("eq", "neq") and len(preds) == 2 and not consts:
             for this, other in ((0, 1), (1, 0)):
-                known, c = self.constant(preds[other])
+                known, c = self.const_value(preds[other])
                 if known and type(c) in (str, int, bool):
                     # `==` never errors: a value of another type is simply unequal
                     a = args[this]
@@ -327,7 +324,7 @@ def _scope_lines(w: _Writer, body: Sequence[Any]) -> bool:
         if isinstance(lit, Atom) and lit.pred in REQUEST_VARS and len(lit.args) == 1:
             t = lit.args[0]
             if isinstance(t, Const):
-                w.line(1, f"if r.{lit.pred} != {w.name_of(t.value, 'K')}: return OUT")
+                w.line(1, f"if r.{lit.pred} != {w.name_of(t.value)}: return OUT")
             else:
                 local = f"s_{lit.pred}"
                 bound[t.name] = local
@@ -342,7 +339,7 @@ def _scope_lines(w: _Writer, body: Sequence[Any]) -> bool:
             and lit.args[0].name in bound
             and isinstance(lit.args[1], Const)
         ):
-            v, c = bound[lit.args[0].name], w.name_of(lit.args[1].value, "K")
+            v, c = bound[lit.args[0].name], w.name_of(lit.args[1].value)
             if lit.op == "scope_in":
                 w.line(1, f"if not ({v} == {c} or {c} in anc({v})): return OUT")
                 continue
