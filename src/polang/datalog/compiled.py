@@ -523,6 +523,7 @@ def scope_keys(body: Sequence[Any]) -> ScopeKeys:
         for lit in rest
         if not (
             isinstance(lit, Atom)
+            and not lit.negated
             and lit.pred in REQUEST_VARS
             and len(lit.args) == 1
             and isinstance(lit.args[0], Var)
