@@ -643,7 +643,8 @@ class CompiledBackend:
     def _plan(self, action: EntityUID, action_ancestors: frozenset[EntityUID]) -> _Plan:
         """Candidates for an action, indexed by principal and resource keys (cached)."""
         key = (action, action_ancestors)
-        plan = self._plans.get(key)
+        plans = self._plans  # once: a plan built while the background tier swaps functions
+        plan = plans.get(key)  # goes to the cache that swap discards
         if plan is None:
             cands = [
                 cp
@@ -652,8 +653,8 @@ class CompiledBackend:
                 or key_holds(cp.keys.keys["action"], action, action_ancestors)
             ]
             plan = _Plan(cands, self._combine)
-            if len(self._plans) < 10_000:
-                self._plans[key] = plan
+            if len(plans) < 10_000:
+                plans[key] = plan
         return plan
 
     def decide(self, request: Request, facts: EntityFacts, *, trace: bool = False) -> RawDecision:
