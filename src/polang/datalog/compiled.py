@@ -197,6 +197,7 @@ class Compiler:
         self.groups = program.by_head()
         self.fns: dict[str, Fn] = {}
         self.shapes: dict[str, Shape] = {}
+        self.consts: dict[str, tuple[bool, Any]] = {}  # pycode's folded constants
         self.specialize = specialize
         self.generated: dict[Any, Any] = {}  # pycode's functions by code and cells
 

@@ -180,7 +180,15 @@ class _Writer:
     def const_value(self, pred: str, depth: int = 0) -> tuple[bool, Any]:
         """``(True, value)`` when ``pred`` has one value for every request: a fact, or an
         extension function or method (pure: they never read the facts) applied to such
-        values without error, as in ``ip("10.0.0.0/8")``. Folded once, here."""
+        values without error, as in ``ip("10.0.0.0/8")``. Folded once per predicate (the
+        answer is kept on the compiler, as every policy's code asks again)."""
+        memo: dict[str, tuple[bool, Any]] = self.compiler.consts
+        known = memo.get(pred)
+        if known is None:
+            known = memo[pred] = self._fold(pred, depth)
+        return known
+
+    def _fold(self, pred: str, depth: int) -> tuple[bool, Any]:
         from polang.datalog.compiled import REQUEST_VARS
 
         if pred in REQUEST_VARS or depth > 50:
