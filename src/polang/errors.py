@@ -8,7 +8,15 @@ from __future__ import annotations
 
 
 class PolangError(Exception):
-    """Base of every exception polang raises on bad input or configuration."""
+    """Base of every exception polang raises on bad input or configuration.
+
+    The message is bounded (:data:`MAX_MESSAGE_CHARS`): it may quote hostile input.
+    """
+
+    def __init__(self, *args: object) -> None:
+        if args and isinstance(args[0], str) and len(args[0]) > MAX_MESSAGE_CHARS:
+            args = (bound_message(args[0]), *args[1:])
+        super().__init__(*args)
 
 
 class ConfigError(PolangError):
@@ -104,3 +112,16 @@ class EvaluationError(Exception):
         super().__init__(message)
         self.kind = kind
         self.message = message
+
+
+#: Longest message any ``PolangError`` carries (documented in docs/security.md). Messages can
+#: quote input (a file list, a value, an expanded alias); past this they are cut, with the
+#: number of characters left out, so a hostile store or token cannot make a huge error.
+MAX_MESSAGE_CHARS = 4000
+
+
+def bound_message(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``message`` cut to ``limit`` characters, saying how much was left out."""
+    if len(message) <= limit:
+        return message
+    return f"{message[:limit]}... ({len(message) - limit} more characters; MAX_MESSAGE_CHARS)"

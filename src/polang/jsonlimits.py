@@ -1,0 +1,108 @@
+"""JSON from outside, read with bounded nesting.
+
+Python's ``json`` recurses once per nesting level, so a hostile body of ``[`` x 100,000
+would otherwise end in ``RecursionError`` (or worse, under a raised recursion limit). Every
+JSON text that polang did not write itself (tokens, discovery and JWKS bodies, status
+lists, store files, entity and request JSON) goes through :func:`loads`, which measures the
+nesting depth first, without recursion, and refuses anything deeper than the limit with an
+error that names the limit.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from polang.errors import PolangError
+
+#: Deepest nesting of arrays and objects accepted in any JSON polang reads (documented in
+#: docs/security.md). Real stores, tokens and entities stay far below it; Python's own
+#: recursion limit (1,000 frames) stays far above it.
+MAX_JSON_DEPTH = 128
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_BRACKETS = re.compile(r"[\[\]{}]")
+_OPEN = frozenset("[{")
+
+
+def json_depth(text: str) -> int:
+    """Deepest bracket nesting of ``text`` (strings skipped), computed without recursion."""
+    if text.count("[") + text.count("{") <= 1:
+        return 1 if ("[" in text or "{" in text) else 0
+    if '"' in text:
+        text = _STRING.sub('""', text)
+    depth = best = 0
+    for m in _BRACKETS.finditer(text):
+        if m.group() in _OPEN:
+            depth += 1
+            if depth > best:
+                best = depth
+        else:
+            depth -= 1
+    return best
+
+
+def check_depth(
+    text: str,
+    *,
+    what: str,
+    error: type[PolangError] = PolangError,
+    max_depth: int = MAX_JSON_DEPTH,
+) -> None:
+    """Raise ``error`` when ``text`` nests deeper than ``max_depth``."""
+    if text.count("[") + text.count("{") > max_depth and json_depth(text) > max_depth:
+        raise error(
+            f"{what}: JSON nests deeper than the limit of {max_depth} levels "
+            "(MAX_JSON_DEPTH, docs/security.md)"
+        )
+
+
+def loads(
+    text: str | bytes | bytearray,
+    *,
+    what: str,
+    error: type[PolangError] = PolangError,
+    max_depth: int = MAX_JSON_DEPTH,
+) -> Any:
+    """``json.loads`` for untrusted text: bounded depth, and every failure is ``error``.
+
+    ``what`` names the source in the message (a file, a token index, a URL). Invalid JSON
+    is reported with its line and column, as ``json`` gives them.
+    """
+    if isinstance(text, bytes | bytearray):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise error(f"{what}: not UTF-8 text (byte {e.start})") from None
+    check_depth(text, what=what, error=error, max_depth=max_depth)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(f"{what}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except (ValueError, RecursionError) as e:  # e.g. an integer of more than 4,300 digits
+        raise error(f"{what}: invalid JSON: {str(e)[:200]}") from None
+
+
+def depth_of(value: object, *, limit: int = MAX_JSON_DEPTH) -> int:
+    """Nesting depth of an already-decoded value (lists, tuples, dicts), without recursion.
+
+    Stops counting at ``limit + 1``: callers only need to know whether a limit is passed.
+    """
+    best = 0
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            children: Any = v.values()
+        elif isinstance(v, list | tuple | set | frozenset):
+            children = v
+        else:
+            continue
+        d += 1
+        if d > best:
+            best = d
+            if best > limit:
+                return best
+        stack.extend((c, d) for c in children)
+    return best
