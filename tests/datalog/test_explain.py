@@ -301,7 +301,7 @@ def test_explanation_of_sets_and_records_is_json_ready() -> None:
 def run_cli(argv: list[str]) -> int:
     import argparse
 
-    from polang.datalog.explain_cli import add_cli_commands
+    from polang.cli.explain import register as add_cli_commands
 
     parser = argparse.ArgumentParser(prog="polang")
     add_cli_commands(parser.add_subparsers(dest="command", required=True))

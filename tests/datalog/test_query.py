@@ -513,7 +513,7 @@ def test_cli_queries_in_every_format(tmp_path: object, capsys: pytest.CaptureFix
     import json
     from pathlib import Path
 
-    from polang.datalog.explain_cli import add_cli_commands
+    from polang.cli.queries import register as add_cli_commands
     from polang.language.entities import entity_to_json
 
     case = make_case(2)

@@ -1,29 +1,49 @@
-"""The ``polang`` command line.
-
-Every command is a thin layer over the public API: it parses arguments, calls the
-library and prints. Errors from the ``PolangError`` family are printed as they are
-(they already say what and where) with exit status 2; a deny is exit status 1 for
-``authorize`` so scripts can branch on it.
-"""
+"""Commands for policy authors and engine developers: ``validate``, ``rules``,
+``conformance``."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+from polang.cli._common import read_text, store_config
 from polang.errors import PolangError
 
-Handler = Callable[[argparse.Namespace], int]
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Validate a store (any source) or loose policy files against a schema."""
+    from polang.language.parser import parse_policies
+    from polang.language.schema import parse_schema, parse_schema_json
+    from polang.language.validate import validate_policies
 
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text("utf-8")
-    except OSError as e:
-        raise PolangError(f"{path}: cannot read: {e.strerror}") from None
+    findings: list[Any] = []
+    if args.schema:
+        text = Path(args.schema).read_text("utf-8")
+        schema = (
+            parse_schema_json(text, args.schema)
+            if args.schema.endswith(".json")
+            else parse_schema(text, args.schema)
+        )
+        policies: dict[str, Any] = {}
+        for f in args.target:
+            for i, p in enumerate(parse_policies(Path(f).read_text("utf-8"), f)):
+                policies[p.policy_id or f"{f}#{i}"] = p
+        findings = validate_policies(policies, schema)
+    else:
+        if len(args.target) != 1:
+            raise PolangError("give one store, or policy files with --schema")
+        from polang.store.source import PolicyStoreSource
+
+        config = store_config(args.target[0], None)
+        store = PolicyStoreSource.from_config(config).load(config)
+        findings = validate_policies({**store.all_policies(), **store.templates}, store.schema)
+    for f in findings:
+        print(f)
+    print(f"{len(findings)} finding(s)" if findings else "valid")
+    return 1 if findings else 0
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
@@ -34,13 +54,13 @@ def cmd_rules(args: argparse.Namespace) -> int:
     pairs = []
     index = 0
     for f in args.policies:
-        for p in parse_policies(_read(f), f):
+        for p in parse_policies(read_text(f, "policies"), f):
             pairs.append((p.policy_id or f"policy{index}", p))
             index += 1
     if args.schema:
         from polang.language.schema import parse_schema
 
-        parse_schema(_read(args.schema), args.schema)  # reported when malformed
+        parse_schema(read_text(args.schema, "schema"), args.schema)  # reported when malformed
     sys.stdout.write(lower_policies(pairs).text())
     return 0
 
@@ -75,11 +95,11 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     return 0 if not summary.failures else 1
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="polang", description="An embeddable, Datalog-backed authorization engine."
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+def register(sub: Any) -> None:
+    p = sub.add_parser("validate", help="strictly validate a store's policies, or policy files")
+    p.add_argument("target", nargs="+", help="a store, or .polang files with --schema")
+    p.add_argument("--schema", help="schema file (.polangschema or JSON) for loose policy files")
+    p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("rules", help="print the Datalog program that policies lower to")
     p.add_argument("policies", nargs="+", help=".polang files")
@@ -93,37 +113,3 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--show", type=int, default=50, help="how many failures to list")
     p.add_argument("--no-validation", action="store_true", help="skip shouldValidate checks")
     p.set_defaults(func=cmd_conformance)
-
-    for module in _COMMAND_MODULES:
-        try:
-            mod = __import__(module, fromlist=["add_cli_commands"])
-        except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
-            continue
-        mod.add_cli_commands(sub)
-    return parser
-
-
-_COMMAND_MODULES: tuple[str, ...] = (
-    "polang.store.cli",
-    "polang.engine_cli",
-    "polang.datalog.explain_cli",
-)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except PolangError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # `polang ... | head`: the reader left; not an error of ours
-        sys.stderr.close()
-        return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -9,12 +9,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from polang.config import Config
+if TYPE_CHECKING:
+    from polang.config import Config
 
 
 def _config(args: argparse.Namespace) -> Config:
+    from polang.config import Config
+
     base = Config.from_file(args.config) if getattr(args, "config", None) else None
     cfg = Config.from_env(base=base)
     if getattr(args, "store_id", None):
@@ -83,7 +86,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_cli_commands(subparsers: Any) -> None:
+def register(subparsers: Any) -> None:
     """Register ``polang store validate|pack|convert`` on the main parser's subparsers."""
     store = subparsers.add_parser("store", help="validate, pack and convert policy stores")
     sub = store.add_subparsers(dest="store_command", required=True, metavar="STORE_COMMAND")
