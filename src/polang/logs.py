@@ -21,7 +21,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TextIO
 
 from polang.errors import ConfigError, PolangError, TokenError
 
@@ -664,6 +664,19 @@ class _NullMetrics(MetricsCollector):
 
 _stdout_lock = threading.Lock()
 
+#: Where ``std_out`` lines go instead of ``sys.stdout`` (``None``: ``sys.stdout``, read at
+#: each write). The ``polang`` command line sets ``sys.stderr`` while it runs, so that its
+#: stdout carries only the answer (docs/logs.md).
+_std_out_target: TextIO | None = None
+
+
+def redirect_std_out(stream: TextIO | None) -> TextIO | None:
+    """Send ``std_out`` log lines to ``stream`` (``None``: back to ``sys.stdout``); returns
+    the previous target."""
+    global _std_out_target
+    previous, _std_out_target = _std_out_target, stream
+    return previous
+
 
 def _dumps(entry: Mapping[str, Any]) -> str:
     return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
@@ -747,7 +760,7 @@ class Logger:
         elif self._type == "std_out":
             line = _dumps(entry) + "\n"
             with _stdout_lock:
-                out = sys.stdout
+                out = _std_out_target or sys.stdout
                 out.write(line)
                 out.flush()
         elif self._py is not None:
