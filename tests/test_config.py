@@ -60,7 +60,7 @@ def test_every_property_has_a_field_and_a_key() -> None:
     fields = set(Config.__dataclass_fields__) - {"_explicit"}
     assert {p.field for p in PROPERTIES} == fields
     assert all(p.key == "ENGINE_" + p.field.upper() for p in PROPERTIES)
-    assert len(list(known_keys())) == len(PROPERTIES) == 29
+    assert len(list(known_keys())) == len(PROPERTIES) == 30
 
 
 def test_from_dict_parses_every_kind_of_value() -> None:

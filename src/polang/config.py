@@ -375,6 +375,13 @@ PROPERTIES: tuple[Property, ...] = (
         "Largest response body accepted.",
     ),
     Property(
+        "ENGINE_TOKEN_MAX_SIZE",
+        "token_max_size",
+        _count(1, "characters"),
+        "a whole number of characters >= 1",
+        "Longest token read; a longer one is dropped before it is decoded.",
+    ),
+    Property(
         "ENGINE_MAX_DEFAULT_ENTITIES",
         "max_default_entities",
         _count(0, "a number of entities"),
@@ -474,6 +481,7 @@ class Config:
     http_request_timeout: float = 10.0
     http_max_retries: int = 3
     http_max_response_size_bytes: int = 10 * MIB
+    token_max_size: int = 64 * 1024
     max_default_entities: int = 1000
     max_base64_size: int = 1 * MIB
     log_type: str = "off"

@@ -118,6 +118,7 @@ def token_settings(config: Config, ssl_context: ssl.SSLContext | None = None) ->
         http_max_retries=config.http_max_retries,
         http_max_response_size=config.http_max_response_size_bytes,
         decision_log_jwt_id=config.decision_log_default_jwt_id,
+        token_max_size=config.token_max_size,
     )
 
 

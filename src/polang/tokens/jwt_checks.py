@@ -8,12 +8,13 @@ header-supplied key locations (``jku``, ``x5u``, ``x5c``, ``jwk``) are never use
 from __future__ import annotations
 
 import binascii
-import json
 import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from polang import jsonlimits
+from polang.errors import PolangError
 from polang.tokens.issuers import IssuerKeys, KeyLookupError
 from polang.tokens.model import TokenDrop
 
@@ -52,15 +53,17 @@ def _b64url(segment: str, what: str) -> bytes:
         raise TokenDrop("invalid_input", f"the JWT {what} is not base64url") from e
 
 
+class _RefusedJson(PolangError):
+    """A token part that is not JSON or nests too deep (becomes a drop reason)."""
+
+
 def _json_object(data: bytes, what: str) -> dict[str, Any]:
+    # bounded nesting: the claims are read before the signature is checked, so an
+    # unsigned token must not be able to make the parser recurse
     try:
-        if data[:1] == b"{" and data[1:2] != b"\x00":
-            # what json.loads(bytes) does for such text (UTF-8), without its detection
-            obj = json.loads(data.decode("utf-8", "surrogatepass"))
-        else:
-            obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise TokenDrop("invalid_input", f"the JWT {what} is not JSON") from e
+        obj = jsonlimits.loads(data, what=f"the JWT {what}", error=_RefusedJson)
+    except _RefusedJson as e:
+        raise TokenDrop("invalid_input", str(e)) from None
     if not isinstance(obj, dict):
         raise TokenDrop("invalid_input", f"the JWT {what} is not a JSON object")
     return obj

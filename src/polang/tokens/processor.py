@@ -17,9 +17,10 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
+from polang.errors import bound_message
 from polang.language.entities import Entity
-from polang.language.schema import Schema
-from polang.language.values import EntityUID, RecordValue, Value
+from polang.language.schema import RecordType, Schema
+from polang.language.values import LONG_MAX, LONG_MIN, EntityUID, RecordValue, Value
 from polang.tokens.cache import TokenCache, cache_key
 from polang.tokens.claims import ClaimError, claim_attributes, first_text, roles_from
 from polang.tokens.http import HttpFetcher
@@ -83,7 +84,7 @@ def trusted_issuer_entity(issuer: IssuerSettings) -> Entity:
     )
 
 
-def _coerce_input(item: object) -> tuple[str, str]:
+def _coerce_input(item: object, max_size: int) -> tuple[str, str]:
     mapping: object
     payload: object
     if isinstance(item, TokenInput):
@@ -96,11 +97,36 @@ def _coerce_input(item: object) -> tuple[str, str]:
     if not isinstance(mapping, str) or not _TYPE_NAME_RE.match(mapping):
         raise TokenDrop(
             "invalid_input",
-            f"'mapping' must be an entity type name like 'Namespace::Type', got {mapping!r}",
+            "'mapping' must be an entity type name like 'Namespace::Type', got "
+            + (repr(mapping) if len(repr(mapping)) <= 120 else repr(mapping)[:117] + "..."),
         )
-    if not isinstance(payload, str) or not payload.strip():
+    if not isinstance(payload, str):
         raise TokenDrop("invalid_input", "'payload' must be a JWT string")
-    return mapping, payload.strip()
+    if len(payload) > max_size:  # before any decoding or hashing
+        raise TokenDrop(
+            "invalid_input",
+            f"the token is {len(payload)} characters long, more than ENGINE_TOKEN_MAX_SIZE "
+            f"({max_size})",
+        )
+    payload = payload.strip()
+    if not payload:
+        raise TokenDrop("invalid_input", "'payload' must be a JWT string")
+    if not payload.isascii():
+        raise TokenDrop("invalid_input", "the token is not ASCII (not a compact JWT)")
+    return mapping, payload
+
+
+def _lacking_message(etype: str, lacking: list[str], unfit: Mapping[str, str]) -> str:
+    """Why a token cannot become an entity of ``etype``: required attributes it lacks."""
+    parts = []
+    for name in lacking:
+        if name in unfit:
+            parts.append(f"`{name}` ({unfit[name]})")
+        elif name == "iss":
+            parts.append("`iss` (set only on tokens whose signature was verified)")
+        else:
+            parts.append(f"`{name}` (the token has no usable claim for it)")
+    return f"{etype}: the schema requires {', '.join(parts)}"
 
 
 def _at_index(tok: ProcessedToken, index: int) -> ProcessedToken:
@@ -132,10 +158,14 @@ class TokenProcessor:
         schema: Schema | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        log: Callable[[str, str], object] | None = None,
     ) -> None:
+        """``log(level, message)`` receives what the system log should hear about tokens
+        (a claim left out of a token entity's attributes); the engine passes its logger."""
         self.settings = settings or TokenSettings()
         self.schema = schema
         self._clock = clock
+        self._log = log
         self.http = HttpFetcher(self.settings)
         self.registry = IssuerRegistry(issuers, self.settings, self.http, clock)
         self.status = StatusListChecker(self.settings, self.http, clock)
@@ -207,7 +237,7 @@ class TokenProcessor:
     # ------------------------------------------------------------ one token
 
     def _one(self, item: object, index: int) -> ProcessedToken:
-        mapping, payload = _coerce_input(item)
+        mapping, payload = _coerce_input(item, self.settings.token_max_size)
         now = self._clock()
         key = cache_key(mapping, payload)
         cached = self.cache.get(key, now)
@@ -295,36 +325,28 @@ class TokenProcessor:
         etype = meta.entity_type_name
         verified = self.settings.sig_validation and issuer is not None
         validated_at = math.floor(now)
-        attrs: dict[str, Value] = {"token_type": etype, "validated_at": validated_at}
-        skip = _SKIP_UNVERIFIED
-        jti = claims.get("jti")
-        if isinstance(jti, str) or (isinstance(jti, int) and not isinstance(jti, bool)):
-            attrs["jti"] = str(jti)
-        if verified:
-            assert issuer is not None
-            attrs["iss"] = EntityUID(
-                trusted_issuer_type(issuer.settings), issuer.settings.issuer_id
-            )
-            skip = _SKIP_VERIFIED
-        exp = claims.get("exp")
-        if isinstance(exp, (int, float)) and not isinstance(exp, bool):
-            attrs["exp"] = math.floor(exp)
         shape = None
         if self.schema is not None:
             etdef = self.schema.entity_types.get(etype)
             shape = etdef.shape if etdef is not None else None
+        attrs = self._fixed_attributes(etype, claims, issuer if verified else None, now, shape)
+        skip = _SKIP_VERIFIED if verified else _SKIP_UNVERIFIED
         rest = {k: v for k, v in claims.items() if k not in skip}
         fixed_clash = {k: rest.pop(k) for k in FIXED_ATTRIBUTES & rest.keys()}
-        try:
-            extra, tags = claim_attributes(
-                rest, shape, meta.claim_mapping, self.schema, frozenset()
-            )
-        except ClaimError as e:
-            raise TokenDrop("entity_build_failed", f"{etype}: {e}") from e
+        extra, tags, unfit = self._claim_attributes(rest, shape, meta)
         attrs.update(extra)
         for k, v in fixed_clash.items():  # a claim named like a fixed attribute stays a tag
             _, t = claim_attributes({k: v}, None, {}, None, frozenset())
             tags.update(t)
+        if shape is not None:
+            lacking = [n for n, a in shape.attributes.items() if a.required and n not in attrs]
+            if lacking:
+                raise TokenDrop("entity_build_failed", _lacking_message(etype, lacking, unfit))
+        for why in unfit.values():
+            self._warn(
+                f"token {index} ({mapping}): {etype}: {why}; the claim is left out of the "
+                "entity's attributes and kept as a tag"
+            )
         entity = Entity(uid=EntityUID(etype, str(raw_id)), attrs=attrs, tags=tags)
         return ProcessedToken.build(
             mapping=mapping,
@@ -342,3 +364,63 @@ class TokenProcessor:
             user_id=first_text(claims.get(meta.user_id)),
             workload_id=first_text(claims.get(meta.workload_id)),
         )
+
+    @staticmethod
+    def _fixed_attributes(
+        etype: str,
+        claims: Mapping[str, Any],
+        verified_issuer: IssuerKeys | None,
+        now: float,
+        shape: RecordType | None,
+    ) -> dict[str, Value]:
+        """``token_type``, ``jti``, ``iss``, ``exp``, ``validated_at``: those the token has,
+        and with a schema only those the entity type declares (a schema may leave any out;
+        ``iss`` is set only for a verified token: its issuer's TrustedIssuer entity)."""
+        out: dict[str, Value] = {"token_type": etype, "validated_at": math.floor(now)}
+        jti = claims.get("jti")
+        if isinstance(jti, str) or (isinstance(jti, int) and not isinstance(jti, bool)):
+            out["jti"] = str(jti)
+        if verified_issuer is not None:
+            s = verified_issuer.settings
+            out["iss"] = EntityUID(trusted_issuer_type(s), s.issuer_id)
+        exp = claims.get("exp")
+        if isinstance(exp, (int, float)) and not isinstance(exp, bool) and math.isfinite(exp):
+            exp = math.floor(exp)
+            if LONG_MIN <= exp <= LONG_MAX:
+                out["exp"] = exp
+        if shape is not None:
+            declared = shape.attributes
+            for name in FIXED_ATTRIBUTES - declared.keys():
+                out.pop(name, None)
+        return out
+
+    def _claim_attributes(
+        self, claims: dict[str, Any], shape: RecordType | None, meta: TokenMetadata
+    ) -> tuple[dict[str, Value], dict[str, Value], dict[str, str]]:
+        """Claims as (attributes, tags, claims that do not fit). A claim that does not fit
+        the attribute declared for it (or its claim mapping) is left out of the attributes
+        and kept as a tag; the caller logs it, or drops the token if the attribute is
+        required."""
+        try:
+            attrs, tags = claim_attributes(
+                claims, shape, meta.claim_mapping, self.schema, frozenset()
+            )
+            return attrs, tags, {}
+        except ClaimError:
+            pass  # find the claims that do not fit, one at a time (the rare path)
+        attrs, tags, unfit = {}, {}, {}
+        for name, raw in claims.items():
+            one = {name: raw}
+            try:
+                a, t = claim_attributes(one, shape, meta.claim_mapping, self.schema, frozenset())
+            except ClaimError as e:
+                _, t = claim_attributes(one, None, {}, None, frozenset())
+                a = {}
+                unfit[name] = str(e)
+            attrs.update(a)
+            tags.update(t)
+        return attrs, tags, unfit
+
+    def _warn(self, message: str) -> None:
+        if self._log is not None:
+            self._log("WARN", bound_message(message))

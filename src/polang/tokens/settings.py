@@ -34,6 +34,11 @@ ALL_ALGORITHMS: tuple[str, ...] = ASYMMETRIC_ALGORITHMS + SYMMETRIC_ALGORITHMS
 
 WELL_KNOWN_SUFFIX = "/.well-known/openid-configuration"
 
+#: ``ENGINE_TOKEN_MAX_SIZE``: the longest token read at all (characters; a compact JWT is
+#: ASCII, so bytes). Far above any token that fits in an HTTP header (servers refuse
+#: headers past 8-16 KiB), and small enough that refusing costs nothing.
+DEFAULT_TOKEN_MAX_SIZE = 64 * 1024
+
 # Token names the spec gives defaults for; any other name needs ``entity_type_name``.
 DEFAULT_ENTITY_TYPES: dict[str, str] = {
     "access_token": "Svc::Access_token",
@@ -211,6 +216,7 @@ class TokenSettings:
     http_max_retries: int = 3
     http_max_response_size: int = 10 * 1024 * 1024
     decision_log_jwt_id: str = "jti"
+    token_max_size: int = DEFAULT_TOKEN_MAX_SIZE
     ssl_context: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -241,6 +247,8 @@ class TokenSettings:
                 "ENGINE_HTTP_MAX_RESPONSE_SIZE_BYTES: must be positive, got "
                 f"{self.http_max_response_size}"
             )
+        if self.token_max_size <= 0:
+            raise ConfigError(f"ENGINE_TOKEN_MAX_SIZE: must be positive, got {self.token_max_size}")
         if not self.decision_log_jwt_id:
             raise ConfigError("ENGINE_DECISION_LOG_DEFAULT_JWT_ID: must not be empty")
 
@@ -276,6 +284,7 @@ _PROPERTIES: dict[str, tuple[str, str]] = {
     "ENGINE_HTTP_MAX_RETRIES": ("http_max_retries", "int"),
     "ENGINE_HTTP_MAX_RESPONSE_SIZE_BYTES": ("http_max_response_size", "int"),
     "ENGINE_DECISION_LOG_DEFAULT_JWT_ID": ("decision_log_jwt_id", "str"),
+    "ENGINE_TOKEN_MAX_SIZE": ("token_max_size", "int"),
 }
 
 
