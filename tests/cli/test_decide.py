@@ -82,7 +82,10 @@ def test_authorize_json(capsys: Capsys) -> None:
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        (["--resource", "/nonexistent/res.json"], "resource /nonexistent/res.json: cannot read"),
+        (
+            ["--resource", "/nonexistent/res.json"],
+            "--resource '/nonexistent/res.json': no such file",
+        ),
         (["--resource", "BADJSON"], "invalid JSON"),
         (["--resource", "NOATTRS"], "resource"),
         (["--context", "BADCONTEXT"], "network"),

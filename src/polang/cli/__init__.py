@@ -34,21 +34,69 @@ Handler = Callable[[argparse.Namespace], int]
 COMMAND_MODULES: tuple[str, ...] = ("decide", "explain", "queries", "dev", "store")
 
 
+EXAMPLES = """examples:
+  polang authorize --store examples/stores/directory --action 'Acme::Action::"read"' \\
+      --resource examples/requests/roadmap.json --principal examples/requests/alice.json
+  polang explain --store examples/stores/directory --principal examples/requests/alice.json \\
+      --action 'Acme::Action::"edit"' --resource examples/requests/roadmap.json
+  polang who-can --store examples/stores/directory --entities examples/requests/alice.json \\
+      --action 'Acme::Action::"read"' --resource 'Acme::Document::"roadmap"' --context '{}'
+  polang store validate examples/stores/legacy.yaml
+
+'polang COMMAND --help' shows each command's options and examples; docs/cli.md has them all.
+exit status: 0 success (allow), 1 deny / findings, 2 bad input (one 'error:' line on stderr)
+"""
+
+
+def _version() -> str:
+    from polang import __version__
+
+    return f"polang {__version__}"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, with the version read only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version"
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(_version())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="polang", description="An embeddable, Datalog-backed authorization engine."
+        prog="polang",
+        description="An embeddable, Datalog-backed authorization engine.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}").register(sub)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from polang.errors import PolangError
+def _os_error(e: OSError) -> str:
+    """One line for an OSError: the file and the reason, as ``open`` reports them."""
+    where = ": ".join(str(f) for f in (e.filename, e.filename2) if f is not None)
+    reason = e.strerror or str(e) or type(e).__name__
+    return f"{where}: {reason}" if where else reason
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns its exit status (``polang = "polang.cli:main"``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    from polang.errors import PolangError
+    from polang.logs import redirect_std_out
+
+    # ENGINE_LOG_TYPE=std_out: stdout is the command's answer, so log lines go to stderr
+    previous = redirect_std_out(sys.stderr)
     try:
         return int(args.func(args))
     except PolangError as e:
@@ -57,6 +105,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `polang ... | head`: the reader left; not an error of ours
         sys.stderr.close()
         return 0
+    except OSError as e:  # a file that cannot be written, a directory where a file belongs
+        print(f"error: {_os_error(e)}", file=sys.stderr)
+        return 2
+    finally:
+        redirect_std_out(previous)
 
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]

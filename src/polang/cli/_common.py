@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from polang.errors import PolangError, RequestError
 
@@ -21,26 +24,39 @@ def read_text(path: str, what: str) -> str:
         return Path(path).read_text("utf-8")
     except OSError as e:
         raise RequestError(f"{what} {path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise RequestError(f"{what} {path}: not UTF-8 text (byte {e.start})") from None
 
 
-def json_file(path: str, what: str) -> Any:
-    text = read_text(path, what)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise RequestError(f"{what} {path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+def parse_json(text: str, where: str) -> Any:
+    """Untrusted JSON: depth bounded first (``polang.jsonlimits``), errors as ``where:line:col``."""
+    from polang.jsonlimits import check_depth
 
-
-def json_arg(value: str, what: str) -> Any:
-    """JSON given inline or as ``@file``."""
-    if value.startswith("@"):
-        text, where = read_text(value[1:], what), value[1:]
-    else:
-        text, where = value, what
+    check_depth(text, what=where, error=RequestError)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise RequestError(f"{where}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+    except ValueError as e:  # e.g. an integer of more than 4,300 digits
+        raise RequestError(f"{where}: invalid JSON: {str(e)[:200]}") from None
+
+
+def json_file(path: str, what: str) -> Any:
+    return parse_json(read_text(path, what), f"{what} {path}")
+
+
+def json_arg(value: str, what: str) -> Any:
+    """A JSON value given inline (``{...}``), as ``@file``, or as the path of a file."""
+    if value.startswith("@"):
+        return json_file(value[1:], what)
+    if value.lstrip()[:1] in ("{", "["):
+        return parse_json(value, what)
+    return json_file(value, what)
+
+
+def is_reference(value: str) -> bool:
+    """``T::"id"`` rather than a file: a value with ``::`` that names no existing file."""
+    return "::" in value and not Path(value).exists()
 
 
 def uid(text: str, what: str) -> Any:
@@ -52,6 +68,40 @@ def uid(text: str, what: str) -> Any:
         raise RequestError(
             f"--{what} {text!r}: expected an entity like 'User::\"alice\"': {e}"
         ) from None
+
+
+def entity_arg(value: str, what: str) -> Any:
+    """``--principal`` / ``--resource``: an ``EntityUID`` for a reference ``T::"id"``,
+    else the JSON entity the file at that path holds."""
+    if is_reference(value):
+        return uid(value, what)
+    if not Path(value).exists():
+        raise RequestError(
+            f"--{what} {value!r}: no such file, and not an entity reference like "
+            "'User::\"alice\"'"
+        )
+    return json_file(value, what)
+
+
+def entity_or_uid(value: str, what: str, schema: Any) -> tuple[Any, list[Any]]:
+    """``entity_arg`` for commands that work on facts: the uid, and the entity (if the
+    value was a file) to lay over the store's entities."""
+    from polang.errors import EntityError
+    from polang.language.entities import EntityUID, parse_entity, parse_mapped_entity
+
+    data = entity_arg(value, what)
+    if isinstance(data, EntityUID):
+        return data, []
+    if not isinstance(data, dict):
+        raise RequestError(f"{what} {value}: expected an entity object")
+    try:
+        if "cedar_entity_mapping" in data:
+            ent = parse_mapped_entity(data, schema, path="$")
+        else:
+            ent = parse_entity(data, schema, path="$")
+    except EntityError as e:
+        raise RequestError(f"{what} {value}: {e}") from None
+    return ent.uid, [ent]
 
 
 def store_config(store: str, config_file: str | None) -> Any:
@@ -66,21 +116,56 @@ def store_config(store: str, config_file: str | None) -> Any:
 
 @dataclass
 class Inputs:
-    """What ``explain`` and the queries work on: an authorizer, entity facts and the schema."""
+    """What ``explain`` and the queries work on: an authorizer, entity facts, the schema,
+    whether requests are checked against it, and the ``--principal`` / ``--resource``
+    uids (``None`` when not given)."""
 
     authorizer: Any
     facts: Any
     schema: Any
+    strict: bool = True
+    principal: Any = None
+    resource: Any = None
+
+    def check_request(
+        self,
+        principal: Any,
+        action: Any,
+        resource: Any,
+        context: Any = None,
+        *,
+        kinds: set[str] | None = None,
+    ) -> None:
+        """The engine's own request check (``validate_request``): an undeclared action, or
+        a principal or resource type the action does not apply to, is an error (status 2)
+        as in ``authorize``, not a confident deny. ``None`` parts are not checked."""
+        if self.schema is None or not self.strict:
+            return
+        from polang.language.validate import validate_request
+
+        findings = validate_request(principal, action, resource, context, self.schema)
+        if kinds is not None:
+            findings = [f for f in findings if f.kind in kinds]
+        if findings:
+            raise RequestError(
+                "the request does not match the schema: " + "; ".join(str(f) for f in findings)
+            )
+
+    def missing(self, uid: Any) -> bool:
+        """Whether no entity with this uid is known (the store's or the files')."""
+        return uid is not None and self.facts.get(uid) is None
 
 
 def load_inputs(args: argparse.Namespace, backend: str = "compiled") -> Inputs:
-    """The store or the loose files named on the command line."""
+    """The store or the loose files named on the command line, with the ``--entities``
+    files and the ``--principal`` / ``--resource`` entity files laid over it."""
     from polang.datalog.authorizer import Authorizer
     from polang.datalog.facts import EntityFacts
     from polang.language.entities import Entity, parse_entities
     from polang.language.parser import parse_policies
 
     schema = None
+    strict = True
     entities: list[Entity] = []
     if args.store:
         if args.policies or args.schema:
@@ -89,6 +174,7 @@ def load_inputs(args: argparse.Namespace, backend: str = "compiled") -> Inputs:
         from polang.store import PolicyStoreSource
 
         config = Config.from_file(args.config) if args.config else Config()
+        strict = config.strict_schema_validation
         store = PolicyStoreSource.from_location(args.store).load(config)
         schema = store.schema
         policies = store.all_policies()
@@ -119,7 +205,20 @@ def load_inputs(args: argparse.Namespace, backend: str = "compiled") -> Inputs:
         if text.lstrip().startswith("{"):  # one entity object, as the request files hold
             text = f"[{text}]"
         entities.extend(parse_entities(text, schema, filename=f))
-    return Inputs(Authorizer(policies, backend=backend), EntityFacts(entities), schema)
+    uids: dict[str, Any] = {}
+    for part in ("principal", "resource"):
+        value = getattr(args, part, None)
+        if value:
+            uids[part], given = entity_or_uid(value, part, schema)
+            entities.extend(given)
+    return Inputs(
+        Authorizer(policies, backend=backend),
+        EntityFacts(entities),
+        schema,
+        strict,
+        uids.get("principal"),
+        uids.get("resource"),
+    )
 
 
 def context_arg(args: argparse.Namespace, inputs: Inputs, actions: list[Any]) -> Any:
@@ -144,13 +243,25 @@ def context_arg(args: argparse.Namespace, inputs: Inputs, actions: list[Any]) ->
     return parse_context(data, None, None, path="--context")
 
 
+ENTITY_HELP = "a reference like '%s::\"id\"', or a JSON file holding the entity"
+CONTEXT_HELP = "the context: a JSON file, @FILE, or inline JSON ('{\"mfa\": true}')"
+
+
 def add_inputs(p: argparse.ArgumentParser) -> None:
     """The input options of ``explain`` and the queries."""
     g = p.add_argument_group("inputs")
-    g.add_argument("--store", help="policy store: directory, .parc archive, .json/.yaml legacy")
-    g.add_argument("--config", help="engine configuration file (store loading options)")
+    g.add_argument(
+        "--store",
+        metavar="STORE",
+        help="policy store: directory, .parc archive, legacy .json/.yaml file",
+    )
+    g.add_argument(
+        "--config", metavar="FILE", help="ENGINE_* properties (JSON or YAML) for loading the store"
+    )
     g.add_argument("--policies", nargs="+", metavar="FILE", help=".polang files (without --store)")
-    g.add_argument("--schema", help=".polangschema (or JSON schema .json) file")
+    g.add_argument(
+        "--schema", metavar="FILE", help=".polangschema (or JSON schema .json) for --policies"
+    )
     g.add_argument(
         "--entities",
         nargs="+",
@@ -159,5 +270,73 @@ def add_inputs(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--context",
-        help="context as JSON or @file; queries without it treat the context as unknown",
+        metavar="JSON",
+        help=CONTEXT_HELP + "; queries without it treat the context as unknown",
     )
+
+
+#: Width given to rich when the answer goes to a file or a pipe: rich would otherwise
+#: assume 80 columns and wrap or cut cells; nothing written to a file is ever cut.
+UNBOUNDED_WIDTH = 1_000_000
+
+
+def output_console(file: TextIO | None = None) -> Any:
+    """A rich console for the answer (stdout by default): on a terminal it fits the
+    terminal; written to a file or a pipe it is plain text and never wrapped or cut."""
+    from rich.console import Console
+
+    out = file if file is not None else sys.stdout
+    if out.isatty():
+        return Console(file=out, highlight=False)
+    return Console(file=out, highlight=False, width=UNBOUNDED_WIDTH, soft_wrap=True)
+
+
+@contextmanager
+def progress_bar(label: str, unit: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A ``progress(done, total)`` callback drawing a bar on stderr with the count and
+    the rate, when stderr is a terminal; ``None`` otherwise (nothing is drawn)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        Task,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            # the average since the start: the count over the elapsed time
+            elapsed = task.elapsed
+            if not elapsed or not task.completed:
+                return Text("")
+            return Text(f"{task.completed / elapsed:,.0f}/s", style="dim")
+
+    bar = Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(unit),
+        RateColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    )
+    task = bar.add_task(label, total=None)
+
+    def progress(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    bar.start()
+    try:
+        yield progress
+    finally:
+        bar.stop()

@@ -6,7 +6,14 @@ import argparse
 import json
 from typing import Any
 
-from polang.cli._common import json_file, store_config
+from polang.cli._common import (
+    CONTEXT_HELP,
+    ENTITY_HELP,
+    entity_arg,
+    json_arg,
+    output_console,
+    store_config,
+)
 from polang.errors import RequestError
 
 
@@ -16,8 +23,8 @@ def cmd_authorize(args: argparse.Namespace) -> int:
 
     engine = Engine(store_config(args.store, args.config))
     try:
-        resource = json_file(args.resource, "resource")
-        context = json_file(args.context, "context") if args.context else None
+        resource = entity_arg(args.resource, "resource")
+        context = json_arg(args.context, "context") if args.context else None
         if args.token:
             tokens = []
             for t in args.token:
@@ -29,16 +36,14 @@ def cmd_authorize(args: argparse.Namespace) -> int:
                 raise RequestError("--principal and --token cannot be combined")
             result = engine.authorize_multi_issuer(tokens, args.action, resource, context)
         else:
-            principal = json_file(args.principal, "principal") if args.principal else None
+            principal = entity_arg(args.principal, "principal") if args.principal else None
             result = engine.authorize_unsigned(args.action, resource, context, principal)
     finally:
         engine.close()
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
-        from rich.console import Console
-
-        console = Console()
+        console = output_console()
         colour = "green" if result.decision else "red"
         console.print(f"[bold {colour}]{result.response.decision.upper()}[/]")
         diag = result.response.diagnostics
@@ -55,16 +60,52 @@ def cmd_authorize(args: argparse.Namespace) -> int:
     return 0 if result.decision else 1
 
 
+EXAMPLES = """examples:
+  polang authorize --store examples/stores/directory --action 'Acme::Action::"read"' \\
+      --resource examples/requests/roadmap.json --principal examples/requests/alice.json
+  polang authorize --store examples/stores/directory --action 'Acme::Action::"read"' \\
+      --resource 'Acme::Document::"roadmap"' --principal 'Acme::User::"alice"' --json
+  polang authorize --store ./store --config engine.yaml --action 'Shop::Action::"buy"' \\
+      --resource item.json --token "Shop::Access_token=$JWT"
+
+--principal and --resource take a JSON file holding the entity, or a reference
+T::"id" to an entity of the store (a value with '::' that is no existing file).
+
+exit status: 0 allow, 1 deny, 2 bad input (one 'error:' line on stderr)
+"""
+
+
 def register(sub: Any) -> None:
-    p = sub.add_parser("authorize", help="decide one request against a store")
-    p.add_argument("--store", required=True, help="directory, .parc, legacy .json/.yaml or URL")
-    p.add_argument("--action", required=True, help="e.g. 'Acme::Action::\"read\"'")
-    p.add_argument("--resource", required=True, help="resource entity JSON file")
-    p.add_argument("--principal", help="principal entity JSON file (unsigned requests)")
-    p.add_argument("--context", help="context JSON file")
-    p.add_argument(
-        "--token", action="append", help="MAPPING=JWT (multi-issuer requests; repeatable)"
+    p = sub.add_parser(
+        "authorize",
+        help="decide one request against a store",
+        description="Decide one request against a store: the decision, the policies that "
+        "determined it, the policies that failed to evaluate and the tokens dropped.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--config", help="ENGINE_* properties as a JSON or YAML file")
+    p.add_argument(
+        "--store",
+        required=True,
+        help="the policy store: directory, .parc archive, legacy .json/.yaml file or URL",
+    )
+    p.add_argument(
+        "--action", required=True, metavar="UID", help="the action, e.g. 'Acme::Action::\"read\"'"
+    )
+    p.add_argument("--resource", required=True, metavar="ENTITY", help=ENTITY_HELP % "Doc")
+    p.add_argument(
+        "--principal",
+        metavar="ENTITY",
+        help=ENTITY_HELP % "User" + " (unsigned requests; omit for no principal)",
+    )
+    p.add_argument("--context", metavar="JSON", help=CONTEXT_HELP)
+    p.add_argument(
+        "--token",
+        action="append",
+        metavar="MAPPING=JWT",
+        help="a token for a multi-issuer request, e.g. 'Acme::Access_token=eyJ...' "
+        "(repeatable; not with --principal)",
+    )
+    p.add_argument("--config", metavar="FILE", help="ENGINE_* properties as a JSON or YAML file")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_authorize)

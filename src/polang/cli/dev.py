@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from polang.cli._common import read_text, store_config
+from polang.cli._common import progress_bar, read_text, store_config
 from polang.errors import PolangError
 
 
@@ -21,7 +20,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     findings: list[Any] = []
     if args.schema:
-        text = Path(args.schema).read_text("utf-8")
+        text = read_text(args.schema, "schema")
         schema = (
             parse_schema_json(text, args.schema)
             if args.schema.endswith(".json")
@@ -29,7 +28,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         )
         policies: dict[str, Any] = {}
         for f in args.target:
-            for i, p in enumerate(parse_policies(Path(f).read_text("utf-8"), f)):
+            for i, p in enumerate(parse_policies(read_text(f, "policies"), f)):
                 policies[p.policy_id or f"{f}#{i}"] = p
         findings = validate_policies(policies, schema)
     else:
@@ -69,24 +68,14 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     """Run a corpus laid out like the conformance pack; last line is one JSON object."""
     from polang.conformance import run_corpus
 
-    progress = None
-    if sys.stderr.isatty():
-        from rich.progress import Progress
-
-        bar = Progress(transient=True)
-        task = bar.add_task("conformance", total=None)
-        bar.start()
-
-        def progress(n: int, total: int) -> None:
-            bar.update(task, completed=n, total=total)
-
-    try:
+    with progress_bar("conformance", "files") as progress:
         summary = run_corpus(
-            args.dir, backend=args.backend, validate=not args.no_validation, limit=args.limit
+            args.dir,
+            backend=args.backend,
+            validate=not args.no_validation,
+            limit=args.limit,
+            progress=progress,
         )
-    finally:
-        if progress is not None:
-            bar.stop()
     for f in summary.failures[: args.show]:
         print(f)
     if len(summary.failures) > args.show:
@@ -95,21 +84,74 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     return 0 if not summary.failures else 1
 
 
+def _parser(sub: Any, name: str, help: str, epilog: str) -> argparse.ArgumentParser:
+    return cast(
+        argparse.ArgumentParser,
+        sub.add_parser(
+            name,
+            help=help,
+            description=help[0].upper() + help[1:] + ".",
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        ),
+    )
+
+
+VALIDATE_EXAMPLES = """examples:
+  polang validate examples/stores/directory
+  polang validate --schema examples/stores/directory/schema.polangschema my-policy.polang
+
+exit status: 0 valid, 1 findings (each printed), 2 a file cannot be read or parsed
+"""
+RULES_EXAMPLES = """examples:
+  polang rules examples/stores/directory/policies/guards.polang
+  polang rules policies/*.polang --schema schema.polangschema
+
+exit status: 0, or 2 when a file cannot be read or parsed
+"""
+CONFORMANCE_EXAMPLES = """examples:
+  polang conformance ../shared/conformance
+  polang conformance ./my-pack --limit 100 --show 10
+
+The last line is one JSON object with the counts.
+exit status: 0 everything agrees, 1 failures (listed), 2 the corpus cannot be read
+"""
+
+
 def register(sub: Any) -> None:
-    p = sub.add_parser("validate", help="strictly validate a store's policies, or policy files")
-    p.add_argument("target", nargs="+", help="a store, or .polang files with --schema")
-    p.add_argument("--schema", help="schema file (.polangschema or JSON) for loose policy files")
+    p = _parser(
+        sub, "validate", "strictly validate a store's policies, or policy files", VALIDATE_EXAMPLES
+    )
+    p.add_argument(
+        "target", nargs="+", help="a store (directory, .parc, legacy file, URL), or .polang files"
+    )
+    p.add_argument(
+        "--schema", metavar="FILE", help="schema (.polangschema or JSON) for loose policy files"
+    )
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("rules", help="print the Datalog program that policies lower to")
+    p = _parser(sub, "rules", "print the Datalog program that policies lower to", RULES_EXAMPLES)
     p.add_argument("policies", nargs="+", help=".polang files")
-    p.add_argument("--schema", help="a .polangschema file (checked)")
+    p.add_argument("--schema", metavar="FILE", help="a .polangschema file (checked for errors)")
     p.set_defaults(func=cmd_rules)
 
-    p = sub.add_parser("conformance", help="run a conformance corpus directory")
-    p.add_argument("dir", help="directory laid out like the conformance pack")
-    p.add_argument("--backend", default="compiled", choices=["compiled", "pydatalog"])
-    p.add_argument("--limit", type=int, default=None, help="run only the first N test files")
-    p.add_argument("--show", type=int, default=50, help="how many failures to list")
-    p.add_argument("--no-validation", action="store_true", help="skip shouldValidate checks")
+    p = _parser(sub, "conformance", "run a conformance corpus", CONFORMANCE_EXAMPLES)
+    p.add_argument(
+        "dir", help="a directory laid out like the conformance pack, or a .tar.gz of one"
+    )
+    p.add_argument(
+        "--backend",
+        default="compiled",
+        choices=["compiled", "pydatalog"],
+        help="the backend under test (default: compiled)",
+    )
+    p.add_argument(
+        "--limit", type=int, default=None, metavar="N", help="run only the first N test files"
+    )
+    p.add_argument(
+        "--show", type=int, default=50, metavar="N", help="how many failures to list (default 50)"
+    )
+    p.add_argument(
+        "--no-validation", action="store_true", help="skip the shouldValidate comparison"
+    )
     p.set_defaults(func=cmd_conformance)

@@ -11,7 +11,25 @@ import argparse
 import json
 from typing import Any
 
-from polang.cli._common import add_inputs, context_arg, load_inputs, uid
+from polang.cli._common import (
+    ENTITY_HELP,
+    add_inputs,
+    context_arg,
+    load_inputs,
+    output_console,
+    uid,
+)
+
+EXAMPLES = """examples:
+  polang explain --store examples/stores/directory \\
+      --entities examples/requests/alice.json examples/requests/roadmap.json \\
+      --principal 'Acme::User::"alice"' --action 'Acme::Action::"edit"' \\
+      --resource 'Acme::Document::"roadmap"'
+  polang explain --store examples/stores/directory --principal examples/requests/alice.json \\
+      --action 'Acme::Action::"read"' --resource examples/requests/roadmap.json --json
+
+exit status: 0 allow, 1 deny, 2 bad input (one 'error:' line on stderr)
+"""
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -19,28 +37,41 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     inputs = load_inputs(args, backend=args.backend)
     action = uid(args.action, "action")
-    principal = uid(args.principal, "principal") if args.principal else None
-    resource = uid(args.resource, "resource")
     context = context_arg(args, inputs, [action])
-    ex = explain(inputs.authorizer, principal, action, resource, context, inputs.facts)
+    inputs.check_request(inputs.principal, action, inputs.resource, context)
+    ex = explain(
+        inputs.authorizer, inputs.principal, action, inputs.resource, context, inputs.facts
+    )
     if args.json:
         print(json.dumps(ex.to_dict(), indent=2))
     else:
-        from rich.console import Console
-
-        Console(highlight=False).print(ex.rich(show_rules=args.rules, all_policies=args.all))
+        output_console().print(ex.rich(show_rules=args.rules, all_policies=args.all))
     return 0 if ex.allow else 1
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
-        "explain", help="why a request is allowed or denied (the derivation of each verdict)"
+        "explain",
+        help="why a request is allowed or denied (the derivation of each verdict)",
+        description="Why a request is allowed or denied: the derivation of every relevant "
+        "policy's verdict.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_inputs(p)
-    p.add_argument("--principal", help='e.g. User::"alice" (omit for no principal)')
-    p.add_argument("--action", required=True, help='e.g. Action::"view"')
-    p.add_argument("--resource", required=True, help='e.g. Doc::"d1"')
-    p.add_argument("--backend", choices=["compiled", "pydatalog"], default="compiled")
+    p.add_argument(
+        "--principal", metavar="ENTITY", help=ENTITY_HELP % "User" + " (omit for no principal)"
+    )
+    p.add_argument(
+        "--action", required=True, metavar="UID", help="the action, e.g. 'Action::\"view\"'"
+    )
+    p.add_argument("--resource", required=True, metavar="ENTITY", help=ENTITY_HELP % "Doc")
+    p.add_argument(
+        "--backend",
+        choices=["compiled", "pydatalog"],
+        default="compiled",
+        help="the backend that decides (default: compiled; pydatalog is the slow reference)",
+    )
     p.add_argument("--json", action="store_true", help="print the explanation as JSON")
     p.add_argument("--rules", action="store_true", help="show the Datalog rule behind each step")
     p.add_argument("--all", action="store_true", help="list every policy, not only relevant ones")

@@ -6,10 +6,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Generator
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
-from polang.cli._common import add_inputs, context_arg, load_inputs, uid
+from polang.cli._common import (
+    ENTITY_HELP,
+    add_inputs,
+    context_arg,
+    load_inputs,
+    output_console,
+    progress_bar,
+    uid,
+)
 
 # ---------------------------------------------------------------- queries
 
@@ -22,21 +29,21 @@ def _residual_text(entry: Any) -> str:
 
 
 def _print_table(result: Any, columns: list[str], out: TextIO | None = None) -> None:
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(show_lines=False)
     for c in columns:
-        table.add_column(c)
+        table.add_column(c, overflow="fold")
     table.add_column("decision")
-    table.add_column("policies")
+    table.add_column("policies", overflow="fold")
     for e in result.iter_entries():
-        cells = [str(getattr(e, c)) for c in columns]
+        cells = [Text(str(getattr(e, c))) for c in columns]  # ids are data, not markup
         if e.decision == "allow":
-            table.add_row(*cells, "[green]allow[/]", ", ".join(e.reasons))
+            table.add_row(*cells, Text("allow", "green"), Text(", ".join(e.reasons)))
         else:
-            table.add_row(*cells, "[yellow]conditional[/]", _residual_text(e))
-    console = Console(file=out, highlight=False)
+            table.add_row(*cells, Text("conditional", "yellow"), Text(_residual_text(e)))
+    console = output_console(out)
     console.print(table)
     _print_footer(result, console)
 
@@ -101,13 +108,26 @@ def _emit(result: Any, fmt: str, columns: list[str]) -> int:
     return 0
 
 
+def _note_missing(inputs: Any, uid: Any, what: str) -> None:
+    """A query about an entity nobody supplied still runs (policies may not read it), but
+    an empty answer must not look like a real one: say so on stderr."""
+    if inputs.missing(uid):
+        print(
+            f"note: {what} {uid} is not in the store's entities or the --entities files "
+            f"(give its data with --{what} FILE or --entities)",
+            file=sys.stderr,
+        )
+
+
 def cmd_who_can(args: argparse.Namespace) -> int:
     from polang.datalog.query import who_can
 
     inputs = load_inputs(args)
     action = uid(args.action, "action")
-    resource = uid(args.resource, "resource")
+    resource = inputs.resource
     context = context_arg(args, inputs, [action])
+    inputs.check_request(None, action, resource, context)
+    _note_missing(inputs, resource, "resource")
     result = who_can(
         inputs.authorizer,
         inputs.facts,
@@ -125,9 +145,17 @@ def cmd_what_can(args: argparse.Namespace) -> int:
     from polang.datalog.query import what_can
 
     inputs = load_inputs(args)
-    principal = uid(args.principal, "principal")
+    principal = inputs.principal
     action = uid(args.action, "action") if args.action else None
     context = context_arg(args, inputs, [action] if action else [])
+    if action is not None:
+        inputs.check_request(principal, action, None, context)
+    elif inputs.schema is not None:
+        # no action to check against: at least the principal's type must be declared
+        some_action = next(iter(inputs.schema.actions), None)
+        if some_action is not None:
+            inputs.check_request(principal, some_action, None, kinds={"unknown_principal_type"})
+    _note_missing(inputs, principal, "principal")
     result = what_can(
         inputs.authorizer,
         inputs.facts,
@@ -141,41 +169,15 @@ def cmd_what_can(args: argparse.Namespace) -> int:
     return _emit(result, args.format, ["action", "resource"])
 
 
-def _progress_bar() -> Generator[Any, None, None]:
-    """A rich progress callback on a terminal; nothing otherwise."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-    bar = Progress(
-        TextColumn("matrix"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} resources"),
-        TimeRemainingColumn(),
-        transient=True,
-    )
-    task = bar.add_task("matrix", total=None)
-    bar.start()
-
-    def progress(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
-
-    try:
-        yield progress
-    finally:
-        bar.stop()
-
-
 def cmd_matrix(args: argparse.Namespace) -> int:
     from polang.datalog.query import access_matrix
 
     inputs = load_inputs(args)
     actions = [uid(a, "action") for a in args.action] if args.action else None
     context = context_arg(args, inputs, actions or [])
-    gen = _progress_bar()
-    progress = next(gen)
-    try:
+    for a in actions or ():
+        inputs.check_request(None, a, None, context if len(actions or ()) == 1 else None)
+    with progress_bar("matrix", "(action, resource) pairs") as progress:
         result = access_matrix(
             inputs.authorizer,
             inputs.facts,
@@ -186,34 +188,82 @@ def cmd_matrix(args: argparse.Namespace) -> int:
             cursor=args.cursor,
             progress=progress,
         )
-    finally:
-        gen.close()
     return _emit(result, args.format, ["principal", "action", "resource"])
 
 
-def _add_paging(p: argparse.ArgumentParser, default_format: str = "table") -> None:
-    p.add_argument("--limit", type=int, help="at most N entries (then --cursor continues)")
-    p.add_argument("--cursor", help="continue after a previous page")
-    p.add_argument("--format", choices=["table", "json", "csv"], default=default_format)
+def _add_paging(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("output")
+    g.add_argument(
+        "--limit", type=int, metavar="N", help="at most N entries (then --cursor continues)"
+    )
+    g.add_argument("--cursor", help="continue after a previous page (the cursor it printed)")
+    g.add_argument(
+        "--format",
+        choices=["table", "json", "csv"],
+        default="table",
+        help="table (default; never cut when written to a file), json or csv",
+    )
+
+
+_STORE = "--store examples/stores/directory --entities examples/requests/alice.json"
+_DOC = "'Acme::Document::\"roadmap\"'"
+_FOOT = """
+Without --context the context is unknown: entries that depend on it are 'conditional'.
+exit status: 0 answered, 2 bad input (one 'error:' line on stderr)
+"""
+WHO_CAN_EXAMPLES = f"""examples:
+  polang who-can {_STORE} \\
+      --action 'Acme::Action::"read"' --resource {_DOC} --context '{{}}'
+  polang who-can {_STORE} \\
+      --action 'Acme::Action::"read"' --resource examples/requests/roadmap.json --format json
+{_FOOT}"""
+WHAT_CAN_EXAMPLES = f"""examples:
+  polang what-can {_STORE} --principal 'Acme::User::"alice"' --context '{{}}'
+  polang what-can --store examples/stores/directory --principal examples/requests/alice.json \\
+      --action 'Acme::Action::"read"' --format csv
+{_FOOT}"""
+MATRIX_EXAMPLES = f"""examples:
+  polang matrix {_STORE} --context '{{}}' --format csv > access.csv
+  polang matrix --store examples/stores/directory --action 'Acme::Action::"read"' --limit 100
+{_FOOT}"""
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("who-can", help="every principal allowed an action on a resource")
+    def parser(name: str, help: str, epilog: str) -> argparse.ArgumentParser:
+        return cast(
+            argparse.ArgumentParser,
+            sub.add_parser(
+                name,
+                help=help,
+                description=help[0].upper() + help[1:] + " (see docs/queries.md).",
+                epilog=epilog,
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+            ),
+        )
+
+    p = parser("who-can", "every principal allowed an action on a resource", WHO_CAN_EXAMPLES)
     add_inputs(p)
-    p.add_argument("--action", required=True)
-    p.add_argument("--resource", required=True)
+    p.add_argument(
+        "--action", required=True, metavar="UID", help="the action, e.g. 'Action::\"view\"'"
+    )
+    p.add_argument("--resource", required=True, metavar="ENTITY", help=ENTITY_HELP % "Doc")
     _add_paging(p)
     p.set_defaults(func=cmd_who_can)
 
-    p = sub.add_parser("what-can", help="every (action, resource) a principal is allowed")
+    p = parser("what-can", "every (action, resource) a principal is allowed", WHAT_CAN_EXAMPLES)
     add_inputs(p)
-    p.add_argument("--principal", required=True)
-    p.add_argument("--action", help="only this action")
+    p.add_argument("--principal", required=True, metavar="ENTITY", help=ENTITY_HELP % "User")
+    p.add_argument("--action", metavar="UID", help="only this action (default: every action)")
     _add_paging(p)
     p.set_defaults(func=cmd_what_can)
 
-    p = sub.add_parser("matrix", help="every allowed (principal, action, resource)")
+    p = parser("matrix", "every allowed (principal, action, resource)", MATRIX_EXAMPLES)
     add_inputs(p)
-    p.add_argument("--action", action="append", help="only these actions (repeatable)")
+    p.add_argument(
+        "--action",
+        action="append",
+        metavar="UID",
+        help="only this action (repeatable; default: every action)",
+    )
     _add_paging(p)
     p.set_defaults(func=cmd_matrix)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from polang.config import Config
@@ -86,36 +86,63 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+STORE_EXAMPLES = """examples:
+  polang store validate examples/stores/legacy.yaml
+  polang store pack examples/stores/directory -o acme.parc
+  polang store convert examples/stores/legacy.json -o ./acme-store
+
+exit status: 0 valid / written, 1 the store has problems (each printed), 2 bad input
+"""
+
+
 def register(subparsers: Any) -> None:
     """Register ``polang store validate|pack|convert`` on the main parser's subparsers."""
-    store = subparsers.add_parser("store", help="validate, pack and convert policy stores")
+    store = subparsers.add_parser(
+        "store",
+        help="validate, pack and convert policy stores",
+        description="Tools for policy stores (docs/policy-store.md#tools).",
+        epilog=STORE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = store.add_subparsers(dest="store_command", required=True, metavar="STORE_COMMAND")
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--config", help="a JSON/YAML file of ENGINE_* settings")
+        p.add_argument("--config", metavar="FILE", help="a JSON/YAML file of ENGINE_* settings")
         p.add_argument(
             "--no-checksum",
             action="store_true",
             help="skip manifest checksums (ENGINE_POLICY_STORE_VALIDATE_CHECKSUM=disabled)",
         )
 
-    p = sub.add_parser("validate", help="load a store and print a summary or every problem")
+    def parser(name: str, help: str) -> argparse.ArgumentParser:
+        return cast(
+            argparse.ArgumentParser,
+            sub.add_parser(
+                name,
+                help=help,
+                description=help[0].upper() + help[1:] + ".",
+                epilog=STORE_EXAMPLES,
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+            ),
+        )
+
+    p = parser("validate", "load a store and print a summary or every problem")
     p.add_argument("source", help="directory, .parc, .json, .yaml/.yml or http(s) URL")
-    p.add_argument("--store-id", help="store of a multi-store legacy file")
+    p.add_argument("--store-id", metavar="ID", help="the store of a multi-store legacy file")
     p.add_argument("--no-strict", action="store_true", help="skip strict schema validation")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     common(p)
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("pack", help="write a directory store as a .parc archive")
+    p = parser("pack", "write a directory store as a .parc archive")
     p.add_argument("directory", help="the directory store")
-    p.add_argument("-o", "--output", required=True, help="the .parc file to write")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the .parc file to write")
     common(p)
     p.set_defaults(func=cmd_pack)
 
-    p = sub.add_parser("convert", help="convert a legacy JSON/YAML store to a directory store")
+    p = parser("convert", "convert a legacy JSON/YAML store to a directory store")
     p.add_argument("legacy", help="the legacy .json / .yaml file")
-    p.add_argument("-o", "--output", required=True, help="the directory to create")
-    p.add_argument("--store-id", help="store of a multi-store legacy file")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="the directory to create")
+    p.add_argument("--store-id", metavar="ID", help="the store of a multi-store legacy file")
     common(p)
     p.set_defaults(func=cmd_convert)
