@@ -505,7 +505,7 @@ def test_a_bare_uid_refers_to_the_default_entity(shop: Engine) -> None:
     [
         ((42, item("cup"), None, None), "action", "expected a string"),
         (('Shop::Action:"view"', item("cup"), None, None), "action", "not an entity reference"),
-        ((VIEW, 7, None, None), "resource", "expected an entity object"),
+        ((VIEW, 7, None, None), "resource", "expected an entity"),
         ((VIEW, {"uid": {"type": "Shop::Item"}, "attrs": {}}, None, None), "resource", "id"),
         (
             (VIEW, {"uid": {"type": "Shop::Nope", "id": "x"}, "attrs": {}}, None, None),
@@ -525,7 +525,7 @@ def test_a_bare_uid_refers_to_the_default_entity(shop: Engine) -> None:
         ((VIEW, item("cup"), ["quantity"], None), "context", "expected an object"),
         ((BUY, item("cup"), {"quantity": "many"}, None), "context", "quantity"),
         ((BUY, item("cup"), {"colour": "red"}, None), "context", "colour"),
-        ((BUY, item("cup"), None, "alice"), "principal", "expected an entity object"),
+        ((BUY, item("cup"), None, "alice"), "principal", "not an entity reference"),
         (
             (BUY, item("cup"), None, {"uid": {"type": "Shop::User", "id": "x"}, "attrs": {}}),
             "principal",
@@ -543,7 +543,7 @@ def test_a_bare_uid_refers_to_the_default_entity(shop: Engine) -> None:
         "context-not-an-object",
         "context-attribute-type",
         "context-undeclared-attribute",
-        "principal-not-an-object",
+        "principal-not-a-reference",
         "principal-missing-attribute",
     ],
 )

@@ -29,18 +29,13 @@ from polang.errors import (
     TokenError,
     ValidationError,
 )
-from polang.language.entities import (
-    Entity,
-    parse_context,
-    parse_entity,
-    parse_mapped_entity,
-    parse_value,
-)
+from polang.language.entities import Entity, parse_context, parse_value
 from polang.language.parser import parse_entity_uid
 from polang.language.schema import Schema
 from polang.language.validate import validate_request
 from polang.language.values import EntityUID, RecordValue
 from polang.logs import Logger, LogSettings, uuid7
+from polang.refs import EntityInput, entity_or_reference
 from polang.store.model import PolicyStore
 from polang.store.source import PolicyStoreSource, load_policy_store_archive_bytes
 from polang.tokens.model import DroppedToken, ProcessedTokens, TokenInput, TokenLogId
@@ -129,10 +124,48 @@ class _Snapshot:
     facts: EntityFacts
     tokens: TokenProcessor
     multi_issuer_problems: list[str]
+    """What the schema lacks for any multi-issuer request (issuers, token types)."""
+    action_token_problems: dict[EntityUID, list[str]] = field(default_factory=dict)
+    """Per action: what its context lacks to carry ``context.tokens`` (checked only for
+    the actions multi-issuer requests use)."""
+    tokens_required: frozenset[EntityUID] = frozenset()
+    """Actions whose context declares ``tokens`` required (not ``tokens?``)."""
+
+
+def _multi_issuer_checks(
+    store: PolicyStore,
+) -> tuple[list[str], dict[EntityUID, list[str]], frozenset[EntityUID]]:
+    """The schema's fit for multi-issuer requests: per token type and the issuers that
+    produce it (trusted ``token_metadata`` entries), and per action."""
+    from polang.language.validate import check_multi_issuer_schema, tokens_context_problems
+
+    issuers = list(store.trusted_issuers.values())
+    users: dict[str, list[str]] = {}
+    for i in issuers:
+        for tm in i.token_metadata.values():
+            if tm.trusted:
+                users.setdefault(tm.entity_type_name, []).append(i.name)
+    schema = store.schema
+    problems = check_multi_issuer_schema(schema, [i.name for i in issuers], users, actions=())
+    per_action: dict[EntityUID, list[str]] = {}
+    required: set[EntityUID] = set()
+    for uid, ad in schema.actions.items():
+        if not ad.applies_to:
+            continue
+        found = tokens_context_problems(uid, ad)
+        if found:
+            per_action[uid] = found
+        declared = ad.context.attributes.get("tokens")
+        if declared is not None and declared.required:
+            required.add(uid)
+    return problems, per_action, frozenset(required)
 
 
 def _build_snapshot(
-    store: PolicyStore, config: Config, ssl_context: ssl.SSLContext | None = None
+    store: PolicyStore,
+    config: Config,
+    ssl_context: ssl.SSLContext | None = None,
+    logger: Logger | None = None,
 ) -> _Snapshot:
     """Everything derived from a store, checked in full before it is used."""
     policies = store.all_policies()
@@ -142,20 +175,25 @@ def _build_snapshot(
         check_policies({**policies, **store.templates}, store.schema)
     authorizer = Authorizer(policies, backend=config.datalog_backend, background=True)
     issuers = list(store.trusted_issuers.values())  # checked by the loader, in token terms
-    processor = TokenProcessor(issuers, token_settings(config, ssl_context), store.schema)
+    log = None if logger is None or not logger.enabled else _system_log(logger, store.id)
+    processor = TokenProcessor(issuers, token_settings(config, ssl_context), store.schema, log=log)
     entities: list[Entity] = list(store.schema.action_entities())
     entities.extend(processor.trusted_issuer_entities())
     entities.extend(store.default_entities)  # store entities win over generated ones
     facts = EntityFacts(entities)
-    problems: list[str] = []
-    if issuers:
-        from polang.language.validate import check_multi_issuer_schema
+    if not issuers:
+        return _Snapshot(store, authorizer, facts, processor, [])
+    problems, per_action, required = _multi_issuer_checks(store)
+    return _Snapshot(store, authorizer, facts, processor, problems, per_action, required)
 
-        token_types = [
-            tm.entity_type_name for i in issuers for tm in i.token_metadata.values() if tm.trusted
-        ]
-        problems = check_multi_issuer_schema(store.schema, [i.name for i in issuers], token_types)
-    return _Snapshot(store, authorizer, facts, processor, problems)
+
+def _system_log(logger: Logger, store_id: str) -> Callable[[str, str], object]:
+    """The token layer's way into the system log (tagged with the store it serves)."""
+
+    def log(level: str, message: str) -> object:
+        return logger.system(level, message, policystore_id=store_id)
+
+    return log
 
 
 # ---------------------------------------------------------------- the engine
@@ -198,7 +236,7 @@ class Engine:
             self._source = config.policy_store_source()
             store = self._source.load(config, ssl_context=ssl_context)
         started = time.perf_counter()
-        self._snap = _build_snapshot(store, config, ssl_context)
+        self._snap = _build_snapshot(store, config, ssl_context, self.logger)
         self.logger.system(
             "INFO",
             f"policy store {store.id!r} loaded: {len(store.all_policies())} policies, "
@@ -253,7 +291,7 @@ class Engine:
         return self._snap.authorizer
 
     def _on_new_store(self, store: PolicyStore) -> None:
-        snap = _build_snapshot(store, self.config, self._ssl_context)  # raises: old stays
+        snap = _build_snapshot(store, self.config, self._ssl_context, self.logger)  # raises
         snap.authorizer.generate_in_background()
         with self._lock:
             old = self._snap
@@ -296,32 +334,23 @@ class Engine:
             )
         return _parse_action(action)
 
-    def _part(self, value: Any, what: str, schema: Schema) -> tuple[EntityUID, list[Entity]]:
+    def _part(self, snap: _Snapshot, value: Any, what: str) -> tuple[EntityUID, list[Entity]]:
         """A request's principal or resource: its uid, and the entity to lay over the store.
 
-        An ``EntityUID`` only *refers* to an entity (a default entity, or none): it adds
-        nothing, so the store's entity with that uid keeps its attributes and parents.
+        A reference (``'T::"id"'``, ``{"type", "id"}``, ``{"__entity": ...}``, an
+        ``EntityUID``) names an entity the store holds (a default entity, an action, a
+        ``TrustedIssuer``), used as stored; one the store does not hold is an error.
         """
-        if isinstance(value, EntityUID):
-            return value, []
-        ent = self._entity(value, what, schema)
-        return ent.uid, [ent]
-
-    def _entity(self, value: Any, what: str, schema: Schema) -> Entity:
-        if type(value) is dict:  # the common case first (Mapping's isinstance is slow)
-            obj = value  # the parsers never modify it
-        elif isinstance(value, Entity):
-            return value
-        elif isinstance(value, Mapping):
-            obj = dict(value)
-        else:
-            raise RequestError(f"{what}: expected an entity object, got {type(value).__name__}")
-        try:
-            if "cedar_entity_mapping" in obj:
-                return parse_mapped_entity(obj, schema, path=f"$.{what}")
-            return parse_entity(obj, schema, path=f"$.{what}")
-        except EntityError as e:
-            raise RequestError(f"{what}: {e}") from None
+        uid, ent = entity_or_reference(value, what, snap.store.schema)
+        if ent is not None:
+            return uid, [ent]
+        if snap.facts.get(uid) is None:
+            raise RequestError(
+                f"{what}: {uid} is a reference, but the store has no entity {uid}; give the "
+                'entity in full ({"uid": {"type", "id"}, "attrs": {...}, "parents": [...]}) '
+                "or add it to the store's default entities"
+            )
+        return uid, []
 
     def _context(
         self, context: Mapping[str, Any] | RecordValue | None, action: EntityUID, schema: Schema
@@ -366,16 +395,16 @@ class Engine:
         self,
         snap: _Snapshot,
         action: str | EntityUID,
-        resource: Mapping[str, Any] | Entity | EntityUID,
+        resource: EntityInput,
         context: Mapping[str, Any] | RecordValue | None,
-        principal: Mapping[str, Any] | Entity | EntityUID | None,
+        principal: EntityInput | None,
     ) -> tuple[Request, EntityFacts]:
         schema = snap.store.schema
         act = self._action(action)
-        ruid, request_entities = self._part(resource, "resource", schema)
+        ruid, request_entities = self._part(snap, resource, "resource")
         puid: EntityUID | None = None
         if principal is not None:
-            puid, prin = self._part(principal, "principal", schema)
+            puid, prin = self._part(snap, principal, "principal")
             request_entities.extend(prin)
         ctx = self._context(context, act, schema)
         self._check_request(puid, act, ruid, ctx, schema)
@@ -386,31 +415,37 @@ class Engine:
         snap: _Snapshot,
         tokens: Sequence[TokenInput | Mapping[str, Any]],
         action: str | EntityUID,
-        resource: Mapping[str, Any] | Entity | EntityUID,
+        resource: EntityInput,
         context: Mapping[str, Any] | RecordValue | None,
     ) -> tuple[Request, EntityFacts, ProcessedTokens]:
         schema = snap.store.schema
-        if snap.multi_issuer_problems:
-            raise ValidationError(
-                "the schema lacks the multi-issuer token structure: "
-                + "; ".join(snap.multi_issuer_problems),
-                list(snap.multi_issuer_problems),
-            )
         if type(tokens) is not list and (
             isinstance(tokens, str | bytes) or not isinstance(tokens, Sequence)
         ):
             raise TokenError("tokens: expected a list of TokenInput(mapping, payload)")
         act = self._action(action)
+        problems = snap.multi_issuer_problems
+        for_action = snap.action_token_problems.get(act)
+        if problems or for_action:
+            found = [*problems, *(for_action or ())]
+            raise ValidationError(
+                "the schema lacks the multi-issuer token structure: " + "; ".join(found), found
+            )
         if (
             type(context) is dict or isinstance(context, Mapping | RecordValue)
         ) and "tokens" in context:
             raise RequestError(
                 "context: the key 'tokens' is reserved for validated tokens (context.tokens)"
             )
-        ruid, res = self._part(resource, "resource", schema)
+        ruid, res = self._part(snap, resource, "resource")
         processed = snap.tokens.process(tokens)
         processed.require_any()
-        ctx = self._context(context, act, schema)
+        if act in snap.tokens_required:
+            # `tokens: {...}` declared required: parse the caller's part with a stand-in
+            # (the engine fills the field), so a required field is not reported missing
+            ctx = self._context(_with_tokens_stand_in(context), act, schema)
+        else:
+            ctx = self._context(context, act, schema)
         self._check_request(None, act, ruid, ctx, schema)
         fields = dict(ctx.fields)
         fields["tokens"] = processed.context_tokens
@@ -420,9 +455,9 @@ class Engine:
     def authorize_unsigned(
         self,
         action: str | EntityUID,
-        resource: Mapping[str, Any] | Entity | EntityUID,
+        resource: EntityInput,
         context: Mapping[str, Any] | RecordValue | None = None,
-        principal: Mapping[str, Any] | Entity | EntityUID | None = None,
+        principal: EntityInput | None = None,
     ) -> AuthorizeResult:
         """Decide with caller-supplied entities; the principal (any type) is optional."""
         started = time.perf_counter()
@@ -437,7 +472,7 @@ class Engine:
         self,
         tokens: Sequence[TokenInput | Mapping[str, Any]],
         action: str | EntityUID,
-        resource: Mapping[str, Any] | Entity | EntityUID,
+        resource: EntityInput,
         context: Mapping[str, Any] | RecordValue | None = None,
     ) -> AuthorizeResult:
         """Decide with entities built from JWTs of the trusted issuers (no principal)."""
@@ -461,9 +496,9 @@ class Engine:
     def explain(
         self,
         action: str | EntityUID,
-        resource: Mapping[str, Any] | Entity | EntityUID,
+        resource: EntityInput,
         context: Mapping[str, Any] | RecordValue | None = None,
-        principal: Mapping[str, Any] | Entity | EntityUID | None = None,
+        principal: EntityInput | None = None,
         *,
         tokens: Sequence[TokenInput | Mapping[str, Any]] | None = None,
     ) -> Explanation:
@@ -490,30 +525,35 @@ class Engine:
             facts,
         )
 
-    def _uid(self, value: str | EntityUID | Mapping[str, Any] | Entity, what: str) -> EntityUID:
-        if isinstance(value, EntityUID):
-            return value
-        if isinstance(value, str):
-            try:
-                return _parse_uid(value)
-            except RequestError:
-                raise RequestError(
-                    f"{what}: {value!r} is not an entity reference like 'Ns::Type::\"id\"'"
-                ) from None
-        return self._entity(value, what, self._snap.store.schema).uid
-
     def _subject(
         self,
-        snap: _Snapshot,
-        value: str | EntityUID | Mapping[str, Any] | Entity,
+        facts: EntityFacts,
+        value: EntityInput,
         what: str,
     ) -> tuple[EntityUID, EntityFacts]:
-        """A query's fixed principal or resource: a reference into the store, or an entity
-        given in full (laid over the store for this query)."""
-        if isinstance(value, Mapping | Entity):
-            ent = self._entity(value, what, snap.store.schema)
-            return ent.uid, snap.facts.with_entities([ent])
-        return self._uid(value, what), snap.facts
+        """A query's fixed principal or resource: a reference (to an entity of ``facts``,
+        or to one they lack, whose data is then unknown), or an entity given in full (laid
+        over ``facts`` for this query)."""
+        uid, ent = entity_or_reference(value, what, self._snap.store.schema)
+        return uid, (facts if ent is None else facts.with_entities([ent]))
+
+    def _extra_entities(
+        self, snap: _Snapshot, entities: Iterable[Mapping[str, Any] | Entity]
+    ) -> EntityFacts:
+        """The store's entities with ``entities`` (each given in full) laid over them."""
+        if isinstance(entities, str | bytes | Mapping):
+            raise RequestError("entities: expected a list of entities")
+        extra: list[Entity] = []
+        for i, e in enumerate(entities):
+            what = f"entities[{i}]"
+            _, ent = entity_or_reference(e, what, snap.store.schema)
+            if ent is None:
+                raise RequestError(
+                    f"{what}: a reference adds no entity; give the entity in full "
+                    '({"uid": {"type", "id"}, "attrs": {...}, "parents": [...]})'
+                )
+            extra.append(ent)
+        return snap.facts.with_entities(extra)
 
     def _query_context(
         self, context: Mapping[str, Any] | RecordValue | None, action: EntityUID | None
@@ -536,13 +576,15 @@ class Engine:
     def who_can(
         self,
         action: str | EntityUID,
-        resource: str | EntityUID | Mapping[str, Any] | Entity,
+        resource: EntityInput,
         context: Mapping[str, Any] | RecordValue | None = None,
         *,
+        entities: Iterable[Mapping[str, Any] | Entity] = (),
         limit: int | None = None,
         cursor: str | None = None,
     ) -> QueryResult:
-        """Every principal of the store the policies allow to do ``action`` on ``resource``.
+        """Every principal of the store (plus ``entities``) the policies allow to do
+        ``action`` on ``resource``.
 
         ``context=None`` means the context is unknown: policies that read it are reported
         as conditional, with the condition they depend on.
@@ -551,7 +593,7 @@ class Engine:
 
         snap = self._snap
         act = self._action(action)
-        res, facts = self._subject(snap, resource, "resource")
+        res, facts = self._subject(self._extra_entities(snap, entities), resource, "resource")
         return who_can(
             snap.authorizer,
             facts,
@@ -565,19 +607,22 @@ class Engine:
 
     def what_can(
         self,
-        principal: str | EntityUID | Mapping[str, Any] | Entity,
+        principal: EntityInput,
         action: str | EntityUID | None = None,
         context: Mapping[str, Any] | RecordValue | None = None,
         *,
+        entities: Iterable[Mapping[str, Any] | Entity] = (),
         limit: int | None = None,
         cursor: str | None = None,
     ) -> QueryResult:
-        """Every (action, resource) of the store the policies allow ``principal``."""
+        """Every (action, resource) of the store (plus ``entities``) the policies allow
+        ``principal``."""
         from polang.datalog.query import what_can
 
         snap = self._snap
         act = self._action(action) if action is not None else None
-        prin, facts = self._subject(snap, principal, "principal")
+        facts = self._extra_entities(snap, entities)
+        prin, facts = self._subject(facts, principal, "principal")
         return what_can(
             snap.authorizer,
             facts,
@@ -603,13 +648,11 @@ class Engine:
         from polang.datalog.query import access_matrix
 
         snap = self._snap
-        extra = [
-            self._entity(e, f"entities[{i}]", snap.store.schema) for i, e in enumerate(entities)
-        ]
+        facts = self._extra_entities(snap, entities)
         ctx = self._query_context(context, None)
         return access_matrix(
             snap.authorizer,
-            snap.facts.with_entities(extra),
+            facts,
             ctx,
             schema=snap.store.schema,
             limit=limit,
@@ -714,12 +757,18 @@ class Engine:
         return self.logger.get_logs_by_request_id(request_id)
 
 
-@lru_cache(maxsize=1024)
-def _parse_uid(text: str) -> EntityUID:
-    try:
-        return parse_entity_uid(text)
-    except PolangError as e:
-        raise RequestError(str(e)) from None
+def _with_tokens_stand_in(
+    context: Mapping[str, Any] | RecordValue | None,
+) -> Mapping[str, Any] | RecordValue:
+    """The caller's context plus a ``tokens`` record that fits any ``TokensContext`` (its
+    one required field); the engine replaces it with the request's tokens."""
+    if context is None:
+        return {"tokens": {"total_token_count": 0}}
+    if isinstance(context, RecordValue):
+        return RecordValue({**context.fields, "tokens": RecordValue({"total_token_count": 0})})
+    if not isinstance(context, Mapping):
+        return context  # _context reports it
+    return {**context, "tokens": {"total_token_count": 0}}
 
 
 @lru_cache(maxsize=1024)

@@ -305,13 +305,19 @@ def test_schema_declared_claims_become_attributes(
     assert e.tags["name"] == SetValue(["Ann"]) and e.tags["aud"] == SetValue(["client-1"])
 
 
-def test_claim_of_the_wrong_type_fails_the_entity(
+def test_claim_of_the_wrong_type_is_a_tag_only(
     oidc: OidcProvider, make_processor: Callable[..., TokenProcessor]
 ) -> None:
+    # `iat?: Long` and a fractional iat: the token is kept, the attribute left out, the tag
+    # kept, and the log told (tests/tokens/test_token_shapes.py covers the engine's log)
+    heard: list[tuple[str, str]] = []
     proc = make_processor({"acme": issuer_record(oidc)}, schema())
+    proc._log = lambda level, msg: heard.append((level, msg))
     out = proc.process([TokenInput(ACCESS, oidc.token(iat=1.5))])
-    d = out.dropped[0]
-    assert d.kind == "entity_build_failed" and "'iat'" in d.message
+    assert out.dropped == []
+    e = out.tokens[0].entity
+    assert "iat" not in e.attrs and e.tags["iat"] == SetValue(["1.5"])
+    assert [level for level, _ in heard] == ["WARN"] and "'iat'" in heard[0][1]
 
 
 def test_claims_named_like_fixed_attributes_stay_tags(

@@ -527,7 +527,9 @@ TOKEN_ATTRIBUTES: dict[str, str] = {
     "exp": "Long",
     "validated_at": "Long",
 }
-"""The always-populated attributes of a token entity (``iss`` refers to a TrustedIssuer)."""
+"""The attributes the engine fills itself on a token entity (``iss`` refers to the
+issuer's ``<issuer name>::TrustedIssuer``). A schema may declare any of them, required or
+optional, or leave them out: the engine sets only those the token's entity type declares."""
 
 _URL_FIELDS = ("host", "path", "protocol")
 
@@ -536,25 +538,49 @@ def _namespace(name: str) -> str:
     return name.rsplit("::", 1)[0] if "::" in name else ""
 
 
+def trusted_issuer_type_name(issuer_name: str) -> str:
+    """The type of the ``TrustedIssuer`` entity the engine builds for an issuer (and of the
+    ``iss`` attribute of its tokens): the issuer ``name`` is its namespace."""
+    return f"{issuer_name}::TrustedIssuer" if issuer_name else "TrustedIssuer"
+
+
+def _token_users(
+    issuer_names: list[str], token_entity_types: Iterable[str] | Mapping[str, Iterable[str]]
+) -> dict[str, list[str]]:
+    """Token entity type -> the names of the issuers whose tokens become it."""
+    if isinstance(token_entity_types, Mapping):
+        return {t: list(dict.fromkeys(names)) for t, names in token_entity_types.items()}
+    # Plain type names: each is taken as used by the issuer named like its namespace.
+    return {t: [_namespace(t)] for t in dict.fromkeys(token_entity_types)}
+
+
 def check_multi_issuer_schema(
     schema: sm.Schema,
-    issuer_names: list[str],
-    token_entity_types: list[str],
+    issuer_names: Iterable[str],
+    token_entity_types: Iterable[str] | Mapping[str, Iterable[str]],
     *,
     actions: Iterable[EntityUID] | None = None,
 ) -> list[str]:
     """Every piece the multi-issuer token structure needs that ``schema`` lacks.
 
-    Token entity types need ``tags Set<String>``, the five always-populated attributes
-    with their types, and every other attribute optional; each issuer's namespace needs a
-    ``TrustedIssuer`` type with ``issuer_entity_id`` (a record of String ``host``,
-    ``path``, ``protocol``); every action's context needs an optional ``tokens`` record
-    with a required Long ``total_token_count`` (only ``actions``' contexts when given:
-    the actions used for multi-issuer requests). An empty list means the schema fits.
+    ``token_entity_types`` maps each token entity type to the names of the issuers whose
+    (trusted) token metadata produce it; a plain list of type names means each type is
+    produced by the issuer named like its namespace.
+
+    Token entity types need ``tags Set<String>``; any attribute other than the five the
+    engine fills must be optional, and those five, when declared, must have their types:
+    ``iss`` must refer to ``<issuer name>::TrustedIssuer`` for every issuer producing the
+    type (the entity the engine builds), so a type shared by issuers of different names
+    leaves ``iss`` out. Each issuer's namespace needs a ``TrustedIssuer`` type with
+    ``issuer_entity_id`` (a record of String ``host``, ``path``, ``protocol``). The context
+    of each action (only ``actions``' when given: the actions of multi-issuer requests)
+    needs a ``tokens`` record, required or optional, with a required Long
+    ``total_token_count``. An empty list means the schema fits.
     """
+    names = list(dict.fromkeys(issuer_names))
     missing: list[str] = []
-    for name in issuer_names:
-        ti_name = f"{name}::TrustedIssuer" if name else "TrustedIssuer"
+    for name in names:
+        ti_name = trusted_issuer_type_name(name)
         ti = schema.entity_types.get(ti_name)
         if ti is None:
             missing.append(f"issuer `{name}`: entity type `{ti_name}` is not declared")
@@ -574,7 +600,7 @@ def check_multi_issuer_schema(
             if fa is None or fa.type != sm.STRING:
                 missing.append(f"`{ti_name}.issuer_entity_id` lacks the String field `{field}`")
 
-    for tname in token_entity_types:
+    for tname, users in _token_users(names, token_entity_types).items():
         et = schema.entity_types.get(tname)
         if et is None:
             missing.append(f"token entity type `{tname}` is not declared")
@@ -585,13 +611,9 @@ def check_multi_issuer_schema(
         for aname, want in TOKEN_ATTRIBUTES.items():
             a = attrs.get(aname)
             if a is None:
-                missing.append(f"token entity type `{tname}` lacks the attribute `{aname}`")
-                continue
+                continue  # not declared: the engine does not set it
             if want == "TrustedIssuer":
-                ns = _namespace(tname)
-                expected = f"{ns}::TrustedIssuer" if ns else "TrustedIssuer"
-                if not (isinstance(a.type, sm.EntityRefType) and a.type.name == expected):
-                    missing.append(f"`{tname}.iss` must refer to `{expected}`, not {a.type}")
+                missing.extend(_iss_problems(tname, a.type, users))
             elif not (isinstance(a.type, sm.PrimType) and a.type.name == want):
                 missing.append(f"`{tname}.{aname}` must be {want}, not {a.type}")
         for aname, a in attrs.items():
@@ -605,19 +627,44 @@ def check_multi_issuer_schema(
     for uid, ad in schema.actions.items():
         if not ad.applies_to or (wanted is not None and uid not in wanted):
             continue
-        tokens = ad.context.attributes.get("tokens")
-        if tokens is None:
-            missing.append(f"the context of {uid} lacks the optional field `tokens`")
-            continue
-        if tokens.required:
-            missing.append(f"the field `tokens` in the context of {uid} must be optional")
-        if not isinstance(tokens.type, sm.RecordType):
-            missing.append(f"the field `tokens` in the context of {uid} must be a record")
-            continue
-        total = tokens.type.attributes.get("total_token_count")
-        if total is None or not total.required or total.type != sm.LONG:
-            missing.append(
-                f"the `tokens` record in the context of {uid} lacks the required Long field "
-                "`total_token_count`"
-            )
+        missing.extend(tokens_context_problems(uid, ad))
     return missing
+
+
+def _iss_problems(tname: str, declared: sm.SchemaType, users: list[str]) -> list[str]:
+    """``iss`` holds ``<issuer name>::TrustedIssuer::"<issuer id>"``: its declared type must
+    be that entity type for every issuer whose tokens become ``tname``."""
+    out: list[str] = []
+    ref = declared.name if isinstance(declared, sm.EntityRefType) else None
+    expected = list(dict.fromkeys(trusted_issuer_type_name(u) for u in users))
+    for user in users:
+        want = trusted_issuer_type_name(user)
+        if ref == want:
+            continue
+        hint = (
+            f"declare `iss?: {want}`"
+            if len(expected) == 1
+            else f"leave `iss` out: issuers {', '.join(f'`{u}`' for u in users)} share "
+            f"`{tname}`, and each builds `iss` in its own namespace"
+        )
+        out.append(
+            f"`{tname}.iss` is declared as `{declared}`, but issuer `{user}` builds `iss` "
+            f"as `{want}` (the issuer's own TrustedIssuer); {hint}"
+        )
+    return out
+
+
+def tokens_context_problems(uid: EntityUID, ad: sm.ActionDef) -> list[str]:
+    """What the context of one action lacks to carry ``context.tokens``."""
+    tokens = ad.context.attributes.get("tokens")
+    if tokens is None:
+        return [f"the context of {uid} lacks the field `tokens` (`tokens?: TokensContext`)"]
+    if not isinstance(tokens.type, sm.RecordType):
+        return [f"the field `tokens` in the context of {uid} must be a record"]
+    total = tokens.type.attributes.get("total_token_count")
+    if total is None or not total.required or total.type != sm.LONG:
+        return [
+            f"the `tokens` record in the context of {uid} lacks the required Long field "
+            "`total_token_count`"
+        ]
+    return []
