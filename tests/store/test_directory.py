@@ -204,16 +204,6 @@ def test_template_links(make_store: MakeStore) -> None:
             {"template_id": "share", "principal": 'App::User::"u"', "resource": 'App::Doc::"d"'},
             "$[0].link_id",
         ),
-        (
-            {
-                "template_id": "share",
-                "link_id": "l",
-                "principal": 'App::User::"u"',
-                "resource": 'App::Doc::"d"',
-                "context": {},
-            },
-            "$[0].context",
-        ),
     ],
 )
 def test_template_link_field_rules(
@@ -222,6 +212,24 @@ def test_template_link_field_rules(
     err = rejected(make_store({"templates/links.json": json.dumps([link])}))
     assert err.problems[0].location == location
     assert err.file == "templates/links.json"
+
+
+def test_an_unknown_link_field_warns_and_is_an_error_when_strict(make_store: MakeStore) -> None:
+    link = {
+        "template_id": "share",
+        "link_id": "l",
+        "principal": 'App::User::"u"',
+        "resource": 'App::Doc::"d"',
+        "context": {},
+    }
+    root = make_store({"templates/links.json": json.dumps([link])})
+    store = PolicyStoreSource.directory(root).load()
+    assert set(store.links) == {"l"}
+    [w] = store.warnings
+    assert (w.kind, w.file, w.location) == ("unknown_field", "templates/links.json", "$[0].context")
+    with pytest.raises(PolicyStoreLoadError) as e:
+        PolicyStoreSource.directory(root).load(strict=True)
+    assert e.value.problems[0].location == "$[0].context"
 
 
 def test_entity_files_may_split_entities(make_store: MakeStore) -> None:

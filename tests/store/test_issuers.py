@@ -29,8 +29,10 @@ def token(**fields: Any) -> dict[str, Any]:
     return record(token_metadata={"access_token": {"entity_type_name": "Idp::Tok", **fields}})
 
 
-def parse(rec: object, issuer_id: str = "idp") -> tuple[IssuerSettings | None, Problems]:
-    problems = Problems("test")
+def parse(
+    rec: object, issuer_id: str = "idp", *, strict: bool = True
+) -> tuple[IssuerSettings | None, Problems]:
+    problems = Problems("test", strict=strict)
     out = parse_trusted_issuer(issuer_id, rec, file="issuers.json", path="$.idp", problems=problems)
     return out, problems
 

@@ -28,10 +28,12 @@ from .storekit import (
 )
 
 
-def load_json(doc: Any, tmp_path: Path, config: Config | None = None) -> PolicyStore:
+def load_json(
+    doc: Any, tmp_path: Path, config: Config | None = None, *, strict: bool = False
+) -> PolicyStore:
     path = tmp_path / "store.json"
     path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
-    return PolicyStoreSource.from_path(path).load(config)
+    return PolicyStoreSource.from_path(path).load(config, strict=strict)
 
 
 def load_yaml(text: str, tmp_path: Path, config: Config | None = None) -> PolicyStore:
@@ -40,9 +42,11 @@ def load_yaml(text: str, tmp_path: Path, config: Config | None = None) -> Policy
     return PolicyStoreSource.from_path(path).load(config)
 
 
-def rejected(doc: Any, tmp_path: Path, config: Config | None = None) -> PolicyStoreLoadError:
+def rejected(
+    doc: Any, tmp_path: Path, config: Config | None = None, *, strict: bool = False
+) -> PolicyStoreLoadError:
     with pytest.raises(PolicyStoreLoadError) as e:
-        load_json(doc, tmp_path, config)
+        load_json(doc, tmp_path, config, strict=strict)
     return e.value
 
 
@@ -200,7 +204,8 @@ def test_policy_record_fields(tmp_path: Path) -> None:
         ("name", 3, "invalid_field"),
         ("author", "me", "unknown_field"),
     ]:
-        err = rejected(legacy_doc(policies={"owner-view": {**rec, key: value}}), tmp_path)
+        doc = legacy_doc(policies={"owner-view": {**rec, key: value}})
+        err = rejected(doc, tmp_path, strict=True)
         assert err.kind == kind, str(err)
         assert (
             err.problems[0].location == f'$.policy_stores["app-store"].policies["owner-view"].{key}'
@@ -320,7 +325,7 @@ def test_tokens_metadata_anywhere_names_token_metadata(tmp_path: Path) -> None:
     ],
 )
 def test_file_level_rules(tmp_path: Path, doc: str, kind: str) -> None:
-    err = rejected(doc, tmp_path)
+    err = rejected(doc, tmp_path, strict=True)
     assert kind in err.kinds, str(err)
     assert all(p.file == "store.json" for p in err.problems)
 

@@ -48,6 +48,7 @@ class Case:
     mutate_manifest: Any = None
     config: dict[str, Any] = field(default_factory=dict)
     in_message: str = ""
+    strict: bool = False  # unknown fields are errors only when loaded strictly
 
 
 def meta(**store_changes: Any) -> str:
@@ -166,7 +167,7 @@ CASES: dict[str, Case] = {
     ),
     "store id missing": Case("missing_field", "metadata.json", {"metadata.json": meta(id=None)}),
     "unknown metadata field": Case(
-        "unknown_field", "metadata.json", {"metadata.json": meta(owner="me")}
+        "unknown_field", "metadata.json", {"metadata.json": meta(owner="me")}, strict=True
     ),
     "polang_version with v": Case(
         "invalid_field",
@@ -412,7 +413,7 @@ CASES: dict[str, Case] = {
     ),
     "legacy schema missing": Case("missing_field", LEGACY_FILE, legacy=legacy_doc(schema=None)),
     "legacy unknown record field": Case(
-        "unknown_field", LEGACY_FILE, legacy=legacy_doc(polices={})
+        "unknown_field", LEGACY_FILE, legacy=legacy_doc(polices={}), strict=True
     ),
     "legacy creation_date": Case(
         "invalid_field",
@@ -429,12 +430,12 @@ def load_case(case: Case, tmp_path: Path) -> None:
     if case.archive is not None:
         path = tmp_path / "bad.parc"
         path.write_bytes(case.archive)
-        PolicyStoreSource.from_path(path).load(config)
+        PolicyStoreSource.from_path(path).load(config, strict=case.strict)
     elif case.legacy is not None:
         path = tmp_path / LEGACY_FILE
         text = case.legacy if isinstance(case.legacy, str) else json.dumps(case.legacy)
         path.write_text(text)
-        PolicyStoreSource.from_path(path).load(config)
+        PolicyStoreSource.from_path(path).load(config, strict=case.strict)
     else:
         files: dict[str, Any] = store_files(case.files)
         if case.manifest:
@@ -443,7 +444,7 @@ def load_case(case: Case, tmp_path: Path) -> None:
                 case.mutate_manifest(m)
             files["manifest.json"] = json.dumps(m)
         root = write_tree(tmp_path / "store", files)
-        PolicyStoreSource.from_path(root).load(config)
+        PolicyStoreSource.from_path(root).load(config, strict=case.strict)
 
 
 def test_there_are_at_least_25_cases() -> None:

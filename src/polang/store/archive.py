@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from polang.store.errors import Problems
+from polang.store.fields import show
 
 MAX_ENTRIES = 10_000
 MAX_UNCOMPRESSED = 100 * 1024 * 1024
@@ -79,18 +80,25 @@ def read_archive(
             name = info.filename
             reason = unsafe_name_reason(name)
             if reason:
-                problems.add("archive", label, f"unsafe entry {name!r}: {reason}")
+                problems.add("archive", label, f"unsafe entry {show(name)}: {reason}")
                 continue
             mode = info.external_attr >> 16
             if info.create_system == 3 and stat.S_ISLNK(mode):
-                problems.add("archive", label, f"unsafe entry {name!r}: a symbolic link")
+                problems.add("archive", label, f"unsafe entry {show(name)}: a symbolic link")
+                continue
+            if info.create_system == 3 and stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR):
+                problems.add(
+                    "archive",
+                    label,
+                    f"unsafe entry {show(name)}: not a regular file or folder (a FIFO or device)",
+                )
                 continue
             if info.flag_bits & 0x1:
-                problems.add("archive", label, f"entry {name!r} is encrypted")
+                problems.add("archive", label, f"entry {show(name)} is encrypted")
                 continue
             key = name.rstrip("/")
             if key in seen:
-                problems.add("archive", label, f"entry {name!r} appears more than once")
+                problems.add("archive", label, f"entry {show(name)} appears more than once")
                 continue
             seen.add(key)
         if len(problems) > before:
@@ -108,13 +116,21 @@ def read_archive(
                     # never trust the declared size: read at most what is left of the budget
                     content = fh.read(budget + 1)
             except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError) as e:
-                problems.add("archive", label, f"entry {name!r} cannot be read: {e}")
+                problems.add("archive", label, f"entry {show(name)} cannot be read: {e}")
                 return None
             if len(content) > budget:
                 problems.add(
                     "archive",
                     label,
                     f"too much data: more than {MAX_UNCOMPRESSED} bytes uncompressed",
+                )
+                return None
+            if len(content) != info.file_size:  # zipfile checks this too; never rely on it
+                problems.add(
+                    "archive",
+                    label,
+                    f"entry {show(name)} holds {len(content)} bytes, its header says "
+                    f"{info.file_size}",
                 )
                 return None
             budget -= len(content)

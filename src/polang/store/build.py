@@ -19,8 +19,8 @@ from polang.language.entities import Entity, EntityStore, parse_entity, parse_le
 from polang.language.parser import parse_entity_uid, parse_policies
 from polang.language.schema import Schema, parse_schema, parse_schema_json
 from polang.language.values import EntityUID
-from polang.store.errors import Problems, strip_position_prefix
-from polang.store.fields import Checker, jpath
+from polang.store.errors import Problems, StoreProblem, strip_position_prefix
+from polang.store.fields import Checker, jpath, show
 from polang.store.issuers import parse_issuer_map
 from polang.store.model import PolicyStore, TemplateLink
 from polang.store.raw import PolicyPart, RawStore, TextPart, load_json
@@ -75,7 +75,7 @@ class _Ids:
             self.problems.add(
                 "duplicate_id",
                 file,
-                f"{what} id {pid!r} is already used (first in {prior}; duplicate in {here})",
+                f"{what} id {show(pid)} is already used (first in {prior}; duplicate in {here})",
                 location,
             )
             return False
@@ -130,7 +130,7 @@ def _parse_policy_part(
             problems.add(
                 "id_mismatch",
                 part.file,
-                f"@id({declared!r}) differs from the record's key {key!r}",
+                f"@id({show(declared)}) differs from the record's key {show(key)}",
                 part.location,
             )
             return
@@ -158,7 +158,7 @@ def _parse_policy_part(
             problems.add(
                 "template",
                 part.file,
-                f"{pid!r} uses template slots ({', '.join(policy.slots)}): "
+                f"{show(pid)} uses template slots ({', '.join(policy.slots)}): "
                 "templates belong in templates/",
                 loc,
             )
@@ -167,7 +167,7 @@ def _parse_policy_part(
             problems.add(
                 "template",
                 part.file,
-                f"template {pid!r} must use the slot ?principal and/or ?resource",
+                f"template {show(pid)} must use the slot ?principal and/or ?resource",
                 loc,
             )
             continue
@@ -197,7 +197,7 @@ def _entity_ref(value: object, ck: Checker, path: str) -> EntityUID | None:
     ck.add(
         "template_link",
         path,
-        f'must be an entity reference ({{"type", "id"}} or \'Type::"id"\'), got {value!r}',
+        f'must be an entity reference ({{"type", "id"}} or \'Type::"id"\'), got {show(value)}',
     )
     return None
 
@@ -243,7 +243,7 @@ def _links(
                 continue
             template = templates.get(tid)
             if template is None:
-                ck.add("template_link", jpath(p, "template_id"), f"no template with id {tid!r}")
+                ck.add("template_link", jpath(p, "template_id"), f"no template with id {show(tid)}")
                 continue
             slots = set(template.slots)
             given = {s for s, v in (("?principal", principal), ("?resource", resource)) if v}
@@ -251,7 +251,8 @@ def _links(
                 ck.add(
                     "template_link",
                     p,
-                    f"template {tid!r} has slots {sorted(slots)}; the link fills {sorted(given)}",
+                    f"template {show(tid)} has slots {sorted(slots)}; "
+                    f"the link fills {sorted(given)}",
                 )
                 continue
             if not ids.claim(lid, part.file, p, "link"):
@@ -363,7 +364,7 @@ def _issuers(raw: RawStore, problems: Problems) -> dict[str, IssuerSettings]:
                     problems.add(
                         "issuer",
                         part.file,
-                        f"issuer id {iid!r} is defined twice (first in {where[str(iid)]})",
+                        f"issuer id {show(iid)} is defined twice (first in {where[str(iid)]})",
                         jpath(part.location, str(iid)),
                     )
         parsed = parse_issuer_map(data, file=part.file, path=part.location, problems=problems)
@@ -410,4 +411,18 @@ def build_store(raw: RawStore, config: Config, problems: Problems) -> PolicyStor
         format=raw.format,
         source=raw.source,
         digest=raw.digest,
+        warnings=_warnings(problems),
     )
+
+
+def _warnings(problems: Problems) -> tuple[StoreProblem, ...]:
+    out = list(problems.warnings)
+    if problems.dropped_warnings:
+        out.append(
+            StoreProblem(
+                out[-1].kind,
+                "",
+                f"... and {problems.dropped_warnings} more warnings (MAX_PROBLEMS)",
+            )
+        )
+    return tuple(out)

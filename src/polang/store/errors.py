@@ -13,7 +13,16 @@ import re
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from polang.errors import PolicyStoreError
+from polang.errors import PolicyStoreError, bound_message
+
+#: Most problems (and, separately, warnings) one load keeps: a hostile store can break a
+#: rule thousands of times (9,000 unexpected files); past this they are only counted.
+MAX_PROBLEMS = 200
+#: Most problems quoted in a ``PolicyStoreLoadError``'s message (all kept ones are in
+#: ``problems``); the message then says how many more there are.
+MAX_LISTED_PROBLEMS = 20
+#: Longest message or location of one problem.
+MAX_PROBLEM_CHARS = 1000
 
 #: Every problem kind, with what it means (documentation and a guard against typos).
 KINDS: dict[str, str] = {
@@ -21,6 +30,7 @@ KINDS: dict[str, str] = {
     "fetch": "fetching the store over HTTP failed (status, timeout, connection, size)",
     "missing_file": "a required file or directory of the store is absent",
     "unexpected_file": "a file that has no place in the store layout",
+    "unsafe_file": "a store entry that is not a regular file or folder (link, FIFO, device)",
     "encoding": "a file is not UTF-8 text",
     "json_syntax": "a file is not valid JSON",
     "yaml_syntax": "a file is not valid YAML",
@@ -67,14 +77,21 @@ class StoreProblem:
 
 
 class PolicyStoreLoadError(PolicyStoreError):
-    """The store was rejected; ``problems`` lists every problem found."""
+    """The store was rejected; ``problems`` lists the problems found.
 
-    def __init__(self, source: str, problems: list[StoreProblem]) -> None:
+    At most :data:`MAX_PROBLEMS` are kept (``total`` counts them all) and the message
+    quotes the first :data:`MAX_LISTED_PROBLEMS`.
+    """
+
+    def __init__(self, source: str, problems: list[StoreProblem], total: int | None = None) -> None:
         self.source = source
         self.problems = list(problems)
-        n = len(self.problems)
+        n = self.total = max(total or 0, len(self.problems))
         head = f"policy store {source} rejected: {n} problem{'s' if n != 1 else ''}"
-        super().__init__(head + "".join(f"\n  {p}" for p in self.problems))
+        shown = self.problems[:MAX_LISTED_PROBLEMS]
+        more = n - len(shown)
+        tail = f"\n  ... and {more} more problem{'s' if more != 1 else ''}" if more else ""
+        super().__init__(head + "".join(f"\n  {p}" for p in shown) + tail)
 
     @property
     def kind(self) -> str:
@@ -90,30 +107,62 @@ class PolicyStoreLoadError(PolicyStoreError):
         return [p.kind for p in self.problems]
 
 
+def _bounded(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_PROBLEM_CHARS:
+        return text
+    return bound_message(text, MAX_PROBLEM_CHARS)
+
+
 @dataclass
 class Problems:
-    """Collects problems while a store is read; :meth:`raise_if_any` rejects the store."""
+    """Collects problems while a store is read; :meth:`raise_if_any` rejects the store.
+
+    ``warnings`` collects what does not reject the store (unknown fields, a weak manifest
+    checksum); with ``strict`` the rules that warn by default are errors instead.
+    """
 
     source: str
     items: list[StoreProblem] = field(default_factory=list)
+    strict: bool = False
+    warnings: list[StoreProblem] = field(default_factory=list)
+    dropped: int = 0
+    dropped_warnings: int = 0
 
     def add(self, kind: str, file: str, message: str, location: str | None = None) -> None:
-        self.items.append(StoreProblem(kind, file, message, location))
+        if len(self.items) >= MAX_PROBLEMS:
+            self.dropped += 1
+            return
+        self.items.append(
+            StoreProblem(kind, _bounded(file) or "", _bounded(message) or "", _bounded(location))
+        )
+
+    def warn(self, kind: str, file: str, message: str, location: str | None = None) -> None:
+        """A problem that does not reject the store (reported and logged)."""
+        if len(self.warnings) >= MAX_PROBLEMS:
+            self.dropped_warnings += 1
+            return
+        self.warnings.append(
+            StoreProblem(kind, _bounded(file) or "", _bounded(message) or "", _bounded(location))
+        )
 
     def fail(self, kind: str, file: str, message: str, location: str | None = None) -> NoReturn:
         """Add a problem and stop now (when nothing after it could be checked)."""
         self.add(kind, file, message, location)
-        raise PolicyStoreLoadError(self.source, self.items)
+        raise self.error()
+
+    def error(self) -> PolicyStoreLoadError:
+        return PolicyStoreLoadError(self.source, self.items, len(self))
 
     def raise_if_any(self) -> None:
         if self.items:
-            raise PolicyStoreLoadError(self.source, self.items)
+            raise self.error()
 
     def __bool__(self) -> bool:
         return bool(self.items)
 
     def __len__(self) -> int:
-        return len(self.items)
+        """Every problem added, kept or not (parsers compare counts to see new ones)."""
+        return len(self.items) + self.dropped
 
 
 def strip_position_prefix(message: str, filename: str | None) -> str:

@@ -13,14 +13,59 @@ from polang.store.errors import Problems
 
 _IDENT_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+#: Longest piece of input (a key, a value) quoted in a message or a JSON path: a store is
+#: hostile input, so a message quotes the start of a value and says how long it was.
+MAX_QUOTED_CHARS = 80
+
 
 def jpath(base: str, key: str | int) -> str:
-    """Extend a JSON path (``$.a.b``, ``$.a["odd key"]``, ``$.a[0]``)."""
+    """Extend a JSON path (``$.a.b``, ``$.a["odd key"]``, ``$.a[0]``); long keys are cut."""
     if isinstance(key, int):
         return f"{base}[{key}]"
+    if not isinstance(key, str):
+        key = str(key)
+    if len(key) > MAX_QUOTED_CHARS:
+        return base + "[" + _quote(key[:MAX_QUOTED_CHARS]) + f"...({len(key)} chars)]"
     if _IDENT_KEY.match(key):
         return f"{base}.{key}"
     return base + "[" + _quote(key) + "]"
+
+
+def show(value: object, limit: int = MAX_QUOTED_CHARS) -> str:
+    """A bounded rendering of an input value for a message: never a full ``repr``.
+
+    Strings are quoted up to ``limit`` characters (with their length when cut); arrays and
+    objects are named by type and size, never expanded (an expanded YAML alias or a deep
+    array would otherwise make the message as large as the attack).
+    """
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return repr(value)
+        return repr(value[:limit]) + f"... ({len(value)} characters)"
+    if value is None or isinstance(value, bool | float):
+        return repr(value)
+    if isinstance(value, int):
+        if value.bit_length() > 200:
+            return f"a {value.bit_length()}-bit number"
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return f"an array of {len(value)} items"
+    if isinstance(value, Mapping):
+        return f"an object of {len(value)} fields"
+    return type_word(value)
+
+
+def listing(items: Iterable[object], limit: int = 10) -> str:
+    """``a, b, c`` for at most ``limit`` items, then how many more (bounded messages)."""
+    shown: list[str] = []
+    rest = 0
+    for item in items:
+        if len(shown) < limit:
+            plain = isinstance(item, str) and len(item) <= MAX_QUOTED_CHARS
+            shown.append(str(item) if plain else show(item))
+        else:
+            rest += 1
+    return ", ".join(shown) + (f" and {rest} more" if rest else "")
 
 
 def _quote(s: str) -> str:
@@ -69,7 +114,13 @@ class Checker:
         allowed: Iterable[str],
         renamed: Mapping[str, str] | None = None,
     ) -> None:
-        """Report unknown keys (with a suggestion) and renamed ones (naming the new key)."""
+        """Report unknown keys (with a suggestion) and renamed ones (naming the new key).
+
+        A renamed key is always an error. An unknown key is a warning (the store loads, the
+        warning reaches the system log and ``polang store validate``), an error only when
+        the store is loaded strictly: other tools (Cedarling) ignore unknown fields, and the
+        did-you-mean hint still catches a misspelt field.
+        """
         allowed = list(allowed)
         for key in record:
             if key in allowed:
@@ -78,16 +129,23 @@ class Checker:
                 self.add(
                     "deprecated_field",
                     jpath(path, key),
-                    f"{key!r} is no longer accepted: it was renamed {renamed[key]!r}",
+                    f"{show(key)} is no longer accepted: it was renamed {renamed[key]!r}",
                 )
                 continue
-            close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            self.add(
-                "unknown_field",
-                jpath(path, str(key)),
-                f"unknown field {key!r}{hint}; allowed: {', '.join(allowed)}",
+            name = str(key)
+            close = (
+                difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+                if len(name) <= MAX_QUOTED_CHARS
+                else []
             )
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            message = f"unknown field {show(name)}{hint}; allowed: {', '.join(allowed)}"
+            if self.problems.strict:
+                self.add("unknown_field", jpath(path, name), message)
+            else:
+                self.problems.warn(
+                    "unknown_field", self.file, message + " (ignored)", jpath(path, name)
+                )
 
     def string(
         self,
@@ -136,7 +194,7 @@ class Checker:
             return None
         value = record[key]
         if not isinstance(value, bool):
-            self.add("invalid_field", jpath(path, key), f"must be true or false, got {value!r}")
+            self.add("invalid_field", jpath(path, key), f"must be true or false, got {show(value)}")
             return None
         return value
 

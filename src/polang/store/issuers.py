@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from polang.errors import PolicyStoreError
 from polang.store.errors import Problems
-from polang.store.fields import Checker, jpath, type_word
+from polang.store.fields import Checker, jpath, show, type_word
 from polang.tokens.settings import (
     DEFAULT_ENTITY_TYPES,
     NAMESPACE_RE,
@@ -59,9 +59,10 @@ def parse_record(parse: Callable[[Checker], T | None]) -> T:
     """Run one parser outside a store: every problem, ``<path>: <message>`` a line.
 
     The ``from_dict`` constructors of the token layer go through here so that a record
-    given in code meets exactly the rules (and messages) of a record in a store.
+    given in code meets exactly the rules (and messages) of a record in a store, loaded
+    strictly: code has no system log to warn in, so an unknown field is an error.
     """
-    problems = Problems("<record>")
+    problems = Problems("<record>", strict=True)
     out = parse(Checker(problems, ""))
     if problems or out is None:
         lines = [f"{p.location}: {p.message}" if p.location else p.message for p in problems.items]
@@ -92,7 +93,7 @@ def check_trusted_issuer(
         ck.add(
             "issuer",
             jpath(path, "name"),
-            f"issuer name {name!r} must be a namespace name (identifiers joined by '::'): "
+            f"issuer name {show(name)} must be a namespace name (identifiers joined by '::'): "
             "it names the issuer's TrustedIssuer namespace",
         )
     description = ck.string(rec, "description", path, non_empty=False)
@@ -103,7 +104,7 @@ def check_trusted_issuer(
             ck.add(
                 "issuer",
                 jpath(path, "openid_configuration_endpoint"),
-                f"must be an https:// URL with a host, got {endpoint!r}",
+                f"must be an https:// URL with a host, got {show(endpoint)}",
             )
         elif parts.fragment or parts.username or parts.password:
             ck.add(
@@ -161,7 +162,7 @@ def check_token_metadata(
     if rec.get("entity_type_name") is None:
         etn = DEFAULT_ENTITY_TYPES.get(token_name or "")
         if etn is None:
-            who = f"token {token_name!r}" if token_name is not None else "this token"
+            who = f"token {show(token_name)}" if token_name is not None else "this token"
             ck.add(
                 "missing_field",
                 jpath(path, "entity_type_name"),
@@ -173,7 +174,7 @@ def check_token_metadata(
         ck.add(
             "issuer",
             jpath(path, "entity_type_name"),
-            f"must have the form <Namespace>::<Type>, got {etn!r}",
+            f"must have the form <Namespace>::<Type>, got {show(etn)}",
         )
     token_id = ck.string(rec, "token_id", path)
     user_id = ck.string(rec, "user_id", path)
@@ -191,7 +192,7 @@ def check_token_metadata(
             ck.add(
                 "invalid_field",
                 jpath(path, "role_mapping"),
-                f'must be a claim name, "" (off) or an array of claim names, got {rm!r}',
+                f'must be a claim name, "" (off) or an array of claim names, got {show(rm)}',
             )
     principal_mapping = ck.string_list(rec, "principal_mapping", path) or ()
     for i, t in enumerate(principal_mapping):
@@ -199,7 +200,7 @@ def check_token_metadata(
             ck.add(
                 "issuer",
                 jpath(jpath(path, "principal_mapping"), i),
-                f"must be an entity type name <Namespace>::<Type>, got {t!r}",
+                f"must be an entity type name <Namespace>::<Type>, got {show(t)}",
             )
     required_claims = ck.string_list(rec, "required_claims", path) or ()
 
@@ -241,7 +242,7 @@ def check_claim_mapping(value: object, ck: Checker, path: str) -> ClaimMapping |
         ck.add(
             "issuer",
             jpath(path, "type"),
-            f"must be a schema type name <Namespace>::<Type>, got {type_name!r}",
+            f"must be a schema type name <Namespace>::<Type>, got {show(type_name)}",
         )
     if parser is None:
         return None
@@ -251,7 +252,7 @@ def check_claim_mapping(value: object, ck: Checker, path: str) -> ClaimMapping |
             return None
         return ClaimMapping(parser="json", type=type_name)
     if parser != "regex":
-        ck.add("issuer", jpath(path, "parser"), f"must be 'regex' or 'json', got {parser!r}")
+        ck.add("issuer", jpath(path, "parser"), f"must be 'regex' or 'json', got {show(parser)}")
         return None
     expr = ck.string(rec, "regex_expression", path, required=True)
     if expr is None:
@@ -277,7 +278,7 @@ def check_claim_mapping(value: object, ck: Checker, path: str) -> ClaimMapping |
             ck.add(
                 "issuer",
                 gpath,
-                f"{key!r} is not a named group of regex_expression (groups: "
+                f"{show(key)} is not a named group of regex_expression (groups: "
                 + (", ".join(sorted(group_names)) or "none")
                 + ")"
                 + hint,
@@ -294,7 +295,7 @@ def check_claim_mapping(value: object, ck: Checker, path: str) -> ClaimMapping |
                 "issuer",
                 jpath(gpath, "type"),
                 f"must be one of {', '.join(REGEX_VALUE_TYPES)}, got "
-                + (repr(vtype) if vtype is not None else type_word(vtype)),
+                + (show(vtype) if vtype is not None else type_word(vtype)),
             )
             continue
         if attr is not None:

@@ -7,9 +7,11 @@ starts with ``.``, and ``__MACOSX/``, are tooling noise and are ignored everywhe
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from typing import Any
 from polang.config import Config
 from polang.store.archive import MAX_ENTRIES, MAX_UNCOMPRESSED
 from polang.store.errors import Problems
-from polang.store.fields import Checker, is_version, jpath, parse_utc
+from polang.store.fields import Checker, is_version, jpath, listing, parse_utc, show
 from polang.store.raw import JsonPart, PolicyPart, RawStore, TextPart, decode_text, load_json
 
 METADATA = "metadata.json"
@@ -31,6 +33,9 @@ STORE_FIELDS = ("id", "name", "description", "version", "created_date", "updated
 MANIFEST_FIELDS = ("policy_store_id", "generated_date", "files")
 _CHECKSUM = re.compile(r"^sha256:([0-9a-fA-F]{64})$")
 
+#: Unexpected files reported one by one; the rest are counted in one more problem.
+MAX_UNEXPECTED_LISTED = 5
+
 LAYOUT_HELP = (
     "metadata.json, manifest.json, schema.polangschema, policies/*.polang, "
     "templates/*.polang, templates/links.json, entities/*.json, trusted-issuers/*.json"
@@ -42,32 +47,137 @@ def is_ignored(path: str) -> bool:
     return any(p.startswith(".") or p == "__MACOSX" for p in path.split("/"))
 
 
+def _kind_of(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_BINARY", 0)
+)
+
+
+def read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of a regular file, at most ``limit`` of them (``StoreFileError`` otherwise).
+
+    Opened without following a link and without blocking, then checked on the open handle
+    (no race between a check and the open): a FIFO or a device never hangs the loader,
+    and a link is never followed out of the store.
+    """
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise StoreFileError(
+                "unsafe_file", "a symbolic link: a store holds only regular files and folders"
+            ) from None
+        raise StoreFileError("source", f"cannot read: {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreFileError(
+                "unsafe_file",
+                f"{_kind_of(st.st_mode)}: a store holds only regular files and folders",
+            )
+        too_big = StoreFileError("limit", f"more than {limit} bytes (MAX_UNCOMPRESSED)")
+        if st.st_size > limit:
+            raise too_big
+        chunks: list[bytes] = []
+        got = 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+            if got > limit:  # the file grew while it was read
+                raise too_big
+        return b"".join(chunks)
+    except OSError as e:
+        raise StoreFileError("source", f"cannot read: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+
+
+class StoreFileError(Exception):
+    """Why a path was not read (internal: becomes a store problem of ``kind``)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 def read_directory(root: Path, *, problems: Problems) -> tuple[dict[str, bytes], set[str]]:
-    """Every store file under ``root`` (relative POSIX path -> bytes) and every folder."""
+    """Every store file under ``root`` (relative POSIX path -> bytes) and every folder.
+
+    Only regular files and folders are read. A symbolic link (even one pointing inside the
+    store), a FIFO, a socket or a device is refused by name and never opened, so nothing
+    outside the store root is read or quoted. Entries (files and folders) count towards
+    :data:`MAX_ENTRIES` and bytes towards :data:`MAX_UNCOMPRESSED`.
+    """
     files: dict[str, bytes] = {}
     dirs: set[str] = set()
-    total = 0
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = Path(dirpath).relative_to(root).as_posix()
-        rel_dir = "" if rel_dir == "." else rel_dir
-        dirnames[:] = sorted(d for d in dirnames if not is_ignored(d))
-        for d in dirnames:
-            dirs.add(f"{rel_dir}/{d}" if rel_dir else d)
-        for name in sorted(filenames):
-            rel = f"{rel_dir}/{name}" if rel_dir else name
+    total = entries = 0
+    stack: list[tuple[Path, str]] = [(root, "")]
+    while stack:
+        folder, rel_dir = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                listing = sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            problems.add("source", rel_dir or ".", f"cannot list: {e.strerror or e}")
+            continue
+        subdirs: list[tuple[Path, str]] = []
+        for entry in listing:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             if is_ignored(rel):
                 continue
-            if len(files) >= MAX_ENTRIES:
-                problems.fail("limit", "", f"more than {MAX_ENTRIES} files in the store")
+            entries += 1
+            if entries > MAX_ENTRIES:
+                problems.fail(
+                    "limit", "", f"more than {MAX_ENTRIES} entries in the store (MAX_ENTRIES)"
+                )
             try:
-                content = (Path(dirpath) / name).read_bytes()
+                mode = entry.stat(follow_symlinks=False).st_mode
             except OSError as e:
                 problems.add("source", rel, f"cannot read: {e.strerror or e}")
                 continue
+            if stat.S_ISDIR(mode):
+                dirs.add(rel)
+                subdirs.append((Path(entry.path), rel))
+                continue
+            if not stat.S_ISREG(mode):
+                problems.add(
+                    "unsafe_file",
+                    rel,
+                    f"{_kind_of(mode)}: a store holds only regular files and folders",
+                )
+                continue
+            try:
+                content = read_regular_file(entry.path, MAX_UNCOMPRESSED - total)
+            except StoreFileError as e:
+                if e.kind == "limit":
+                    problems.fail(
+                        "limit",
+                        "",
+                        f"the store holds more than {MAX_UNCOMPRESSED} bytes (MAX_UNCOMPRESSED)",
+                    )
+                problems.add(e.kind, rel, str(e))
+                continue
             total += len(content)
-            if total > MAX_UNCOMPRESSED:
-                problems.fail("limit", "", f"the store holds more than {MAX_UNCOMPRESSED} bytes")
             files[rel] = content
+        stack.extend(reversed(subdirs))
     return files, dirs
 
 
@@ -154,6 +264,7 @@ def read_layout(
     if "policies" not in dirs:
         problems.add("missing_file", "policies/", "required directory is missing")
 
+    unexpected: list[str] = []
     for name in sorted(files):
         if name in (METADATA, MANIFEST, SCHEMA):
             continue
@@ -198,11 +309,20 @@ def read_layout(
             raw.issuers.append(JsonPart(name, "$", data))
             raw.issuer_records.update(data)
         else:
-            problems.add(
-                "unexpected_file",
-                name,
-                f"this file has no place in a policy store (layout: {LAYOUT_HELP})",
-            )
+            unexpected.append(name)
+    for name in unexpected[:MAX_UNEXPECTED_LISTED]:
+        problems.add(
+            "unexpected_file",
+            name,
+            f"this file has no place in a policy store (layout: {LAYOUT_HELP})",
+        )
+    rest = unexpected[MAX_UNEXPECTED_LISTED:]
+    if rest:
+        problems.add(
+            "unexpected_file",
+            rest[0],
+            f"{len(rest)} more files have no place in a policy store: {listing(rest, 5)}",
+        )
     return raw
 
 
@@ -224,7 +344,7 @@ def _read_metadata(data: bytes, raw: RawStore, problems: Problems) -> None:
     ck.known(rec, "$", METADATA_FIELDS)
     pv = ck.string(rec, "polang_version", "$", required=True)
     if pv is not None and not is_version(pv):
-        ck.add("invalid_field", "$.polang_version", f"must have the form X.Y.Z, got {pv!r}")
+        ck.add("invalid_field", "$.polang_version", f"must have the form X.Y.Z, got {show(pv)}")
     raw.polang_version = pv
     if "policy_store" not in rec:
         ck.add("missing_field", "$.policy_store", "required field 'policy_store' is missing")
@@ -239,7 +359,7 @@ def _read_metadata(data: bytes, raw: RawStore, problems: Problems) -> None:
     raw.description = ck.string(ps, "description", p, non_empty=False)
     version = ck.string(ps, "version", p, required=True)
     if version is not None and not is_version(version):
-        ck.add("invalid_field", f"{p}.version", f"must have the form X.Y.Z, got {version!r}")
+        ck.add("invalid_field", f"{p}.version", f"must have the form X.Y.Z, got {show(version)}")
     raw.version = version
     for key in ("created_date", "updated_date"):
         value = ck.string(ps, key, p, required=True)
@@ -250,7 +370,7 @@ def _read_metadata(data: bytes, raw: RawStore, problems: Problems) -> None:
             ck.add(
                 "invalid_field",
                 f"{p}.{key}",
-                f"must be an ISO 8601 UTC timestamp (YYYY-MM-DDTHH:MM:SSZ), got {value!r}",
+                f"must be an ISO 8601 UTC timestamp (YYYY-MM-DDTHH:MM:SSZ), got {show(value)}",
             )
         setattr(raw, key, parsed)
 
@@ -272,7 +392,7 @@ def _check_manifest(
         problems.add(
             "manifest",
             MANIFEST,
-            f"policy_store_id {mid!r} differs from the id in metadata.json ({store_id!r})",
+            f"policy_store_id {show(mid)} differs from the id in metadata.json ({show(store_id)})",
             "$.policy_store_id",
         )
     gen = ck.string(rec, "generated_date", "$", required=True)
@@ -280,7 +400,7 @@ def _check_manifest(
         ck.add(
             "invalid_field",
             "$.generated_date",
-            f"must be an ISO 8601 UTC timestamp (YYYY-MM-DDTHH:MM:SSZ), got {gen!r}",
+            f"must be an ISO 8601 UTC timestamp (YYYY-MM-DDTHH:MM:SSZ), got {show(gen)}",
         )
     if "files" not in rec:
         ck.add("missing_field", "$.files", "required field 'files' is missing")
@@ -299,7 +419,7 @@ def _check_manifest(
             ck.add(
                 "missing_field" if "size" not in e else "invalid_field",
                 jpath(ep, "size"),
-                f"must be a whole number of bytes, got {size!r}",
+                f"must be a whole number of bytes, got {show(size)}",
             )
             size = None
         checksum = e.get("checksum")
@@ -308,13 +428,13 @@ def _check_manifest(
             ck.add(
                 "missing_field" if "checksum" not in e else "invalid_field",
                 jpath(ep, "checksum"),
-                f"must have the form sha256:<64 hex digits>, got {checksum!r}",
+                f"must have the form sha256:<64 hex digits>, got {show(checksum)}",
             )
         if path == MANIFEST:
             problems.add("manifest", MANIFEST, "the manifest must not list itself", ep)
             continue
         if path not in files:
-            problems.add("manifest", MANIFEST, f"lists {path!r}, which is not in the store", ep)
+            problems.add("manifest", MANIFEST, f"lists {show(path)}, which is not in the store", ep)
             continue
         content = files[path]
         if size is not None and size != len(content):

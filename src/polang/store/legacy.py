@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from polang.config import Config
 from polang.store.errors import Problems
-from polang.store.fields import Checker, is_version, jpath, parse_legacy_date
+from polang.store.fields import Checker, is_version, jpath, listing, parse_legacy_date, show
 from polang.store.raw import JsonPart, PolicyPart, RawStore, TextPart, load_json, load_yaml
 
 WRAPPER_FIELDS = ("polang_version", "policy_stores")
@@ -80,8 +80,8 @@ def read_legacy(
                 problems.add(
                     "store_selection",
                     file,
-                    f"no store with id {wanted!r} (ENGINE_POLICY_STORE_ID); the file holds: "
-                    + ", ".join(sorted(map(str, stores))),
+                    f"no store with id {show(wanted)} (ENGINE_POLICY_STORE_ID); the file holds: "
+                    + listing(sorted(map(str, stores))),
                     "$.policy_stores",
                 )
                 return raw
@@ -93,7 +93,7 @@ def read_legacy(
                 "store_selection",
                 file,
                 f"the file holds {len(stores)} stores ("
-                + ", ".join(sorted(map(str, stores)))
+                + listing(sorted(map(str, stores)))
                 + "): set ENGINE_POLICY_STORE_ID to choose one",
                 "$.policy_stores",
             )
@@ -115,7 +115,9 @@ def _language_version(ck: Checker, rec: Mapping[str, Any], path: str) -> str | N
     v = ck.string(rec, "polang_version", path)
     if v is not None and not is_version(v, v_prefix=True):
         ck.add(
-            "invalid_field", jpath(path, "polang_version"), f"must have the form vX.Y.Z, got {v!r}"
+            "invalid_field",
+            jpath(path, "polang_version"),
+            f"must have the form vX.Y.Z, got {show(v)}",
         )
         return None
     return v[1:] if v is not None and v[:1] in ("v", "V") else v
@@ -229,7 +231,7 @@ def _read_policy(
         ck.add(
             "invalid_field",
             jpath(path, "creation_date"),
-            f"must have the form YYYY-MM-DDTHH:MM:SS.ssssss, got {created!r}",
+            f"must have the form YYYY-MM-DDTHH:MM:SS.ssssss, got {show(created)}",
         )
     if "policy_content" not in rec:
         ck.add(
@@ -272,14 +274,14 @@ def _content(
         ck.add(
             "invalid_field",
             jpath(path, "encoding"),
-            f"must be one of {', '.join(ENCODINGS)}, got {encoding!r}",
+            f"must be one of {', '.join(ENCODINGS)}, got {show(encoding)}",
         )
     content_type = ck.string(rec, "content_type", path, required=True)
     if content_type is not None and content_type not in content_types:
         ck.add(
             "invalid_field",
             jpath(path, "content_type"),
-            f"must be {' or '.join(content_types)} for {what}, got {content_type!r}",
+            f"must be {' or '.join(content_types)} for {what}, got {show(content_type)}",
         )
     body = ck.string(rec, "body", path, required=True, non_empty=False)
     if len(ck.problems) > before or body is None or content_type is None:

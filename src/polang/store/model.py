@@ -14,6 +14,7 @@ from polang.language.ast import Policy
 from polang.language.entities import Entity, EntityStore
 from polang.language.schema import Schema
 from polang.language.values import EntityUID
+from polang.store.errors import StoreProblem
 from polang.tokens.settings import IssuerSettings
 
 
@@ -64,6 +65,9 @@ class PolicyStore:
     source: str = ""
     digest: str = ""
     """SHA-256 of the store's raw content: equal digests mean identical input."""
+    warnings: tuple[StoreProblem, ...] = ()
+    """What the loader accepted but flags (unknown fields, weak SHA-1 manifest checksums):
+    the engine writes each to the system log at WARN; ``polang store validate`` prints them."""
 
     def all_policies(self) -> dict[str, Policy]:
         """Static and linked policies: everything that takes part in a decision."""
@@ -91,4 +95,5 @@ class PolicyStore:
             "trusted_issuers": len(self.trusted_issuers),
             "entity_types": len(self.schema.entity_types),
             "actions": len(self.schema.actions),
+            "warnings": len(self.warnings),
         }

@@ -23,10 +23,10 @@ from urllib.parse import urlsplit
 
 from polang.config import STORE_SOURCE_KEYS, Config
 from polang.errors import ConfigError
-from polang.store.archive import ZIP_MAGIC, read_archive
+from polang.store.archive import MAX_UNCOMPRESSED, ZIP_MAGIC, read_archive
 from polang.store.build import build_store
 from polang.store.errors import Problems
-from polang.store.layout import read_directory, read_layout
+from polang.store.layout import StoreFileError, read_directory, read_layout, read_regular_file
 from polang.store.model import PolicyStore
 from polang.store.raw import RawStore, decode_text
 
@@ -144,18 +144,22 @@ class PolicyStoreSource:
         return f"{self.kind.replace('_', ' ')} {self.location}"
 
     def read_raw(
-        self, config: Config | None = None, *, ssl_context: ssl.SSLContext | None = None
+        self,
+        config: Config | None = None,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        strict: bool = False,
     ) -> RawStore:
         """The raw parts (no language parsing yet); raises on any problem found so far."""
-        raw, problems = self._read(config or Config(), ssl_context)
+        raw, problems = self._read(config or Config(), ssl_context, strict=strict)
         problems.raise_if_any()
         assert raw is not None
         return raw
 
     def _read(
-        self, config: Config, ssl_context: ssl.SSLContext | None = None
+        self, config: Config, ssl_context: ssl.SSLContext | None = None, *, strict: bool = False
     ) -> tuple[RawStore | None, Problems]:
-        problems = Problems(self.describe())
+        problems = Problems(self.describe(), strict=strict)
         raw: RawStore | None = None
         label = Path(self.location).name if self.kind.endswith("_file") else self.location
 
@@ -236,14 +240,21 @@ class PolicyStoreSource:
         return raw, problems
 
     def load(
-        self, config: Config | None = None, *, ssl_context: ssl.SSLContext | None = None
+        self,
+        config: Config | None = None,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        strict: bool = False,
     ) -> PolicyStore:
         """Read, parse and check the whole store; ``PolicyStoreLoadError`` otherwise.
 
         ``ssl_context`` replaces the default HTTPS trust for URL sources (private CAs).
+        What does not reject the store (unknown fields, SHA-1 manifest checksums) is in the
+        result's ``warnings`` (the engine writes them to the system log); ``strict`` makes
+        unknown fields errors instead (``polang store validate --strict``).
         """
         config = config or Config()
-        raw, problems = self._read(config, ssl_context)
+        raw, problems = self._read(config, ssl_context, strict=strict)
         if raw is None:
             problems.raise_if_any()
             problems.fail("source", self.location, "the store could not be read")
@@ -252,8 +263,16 @@ class PolicyStoreSource:
 
 
 def _read_file(path: str, problems: Problems) -> bytes:
+    """A store file named by the caller: a regular file of at most ``MAX_UNCOMPRESSED``
+    bytes (a FIFO or a device at that path is refused, never waited on).
+
+    The path itself may be a symbolic link (an operator's choice); it is resolved first.
+    """
     try:
-        return Path(path).read_bytes()
+        real = os.path.realpath(path)
+        return read_regular_file(real, MAX_UNCOMPRESSED)
+    except StoreFileError as e:
+        problems.fail(e.kind, path, str(e))
     except OSError as e:
         problems.fail("source", path, f"cannot read: {e.strerror or e}")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from polang.errors import PolangError, PolicyStoreError
 from polang.language.entities import entity_to_json
 from polang.store.archive import write_archive
 from polang.store.build import build_store
-from polang.store.errors import PolicyStoreLoadError, Problems
+from polang.store.errors import PolicyStoreLoadError, Problems, StoreProblem
 from polang.store.fields import is_version
 from polang.store.layout import MANIFEST, build_manifest, read_directory, read_layout
 from polang.store.model import PolicyStore
@@ -38,6 +39,13 @@ def _as_source(source: PolicyStoreSource | str | os.PathLike[str]) -> PolicyStor
     return PolicyStoreSource.from_location(source)
 
 
+def _problem_dicts(problems: Iterable[StoreProblem]) -> list[dict[str, Any]]:
+    return [
+        {"kind": p.kind, "file": p.file, "location": p.location, "message": p.message}
+        for p in problems
+    ]
+
+
 def validate_store(
     source: PolicyStoreSource | str | os.PathLike[str],
     config: Config | None = None,
@@ -46,35 +54,49 @@ def validate_store(
 ) -> dict[str, Any]:
     """Load and check a store; never raises for a bad store, reports instead.
 
-    Returns ``{"valid", "source", "summary", "problems", "validation_errors"}``:
+    Returns ``{"valid", "source", "summary", "problems", "warnings", "validation_errors"}``:
     ``problems`` are store problems (``kind``, ``file``, ``location``, ``message``);
+    ``warnings`` what the engine accepts but flags (unknown fields, SHA-1 checksums);
     ``validation_errors`` are strict schema validation findings of the policies and
-    templates (run when ``strict``, default ``ENGINE_STRICT_SCHEMA_VALIDATION``).
+    templates.
+
+    ``strict=True`` checks as strictly as polang can: unknown fields are problems (not
+    warnings) and schema validation runs. ``None`` (the default): unknown fields warn,
+    schema validation follows ``ENGINE_STRICT_SCHEMA_VALIDATION``. ``False``: unknown
+    fields warn and schema validation is skipped.
     """
     config = config or Config()
-    strict = config.strict_schema_validation if strict is None else strict
+    schema_strict = config.strict_schema_validation if strict is None else strict
     out: dict[str, Any] = {
         "valid": False,
         "source": str(source),
         "summary": None,
         "problems": [],
+        "warnings": [],
         "validation_errors": [],
     }
     try:
         src = _as_source(source)
         out["source"] = src.describe()
-        store = src.load(config)
+        store = src.load(config, strict=bool(strict))
     except PolicyStoreLoadError as e:
-        out["problems"] = [
-            {"kind": p.kind, "file": p.file, "location": p.location, "message": p.message}
-            for p in e.problems
-        ]
+        out["problems"] = _problem_dicts(e.problems)
+        if e.total > len(e.problems):
+            out["problems"].append(
+                {
+                    "kind": e.problems[-1].kind,
+                    "file": "",
+                    "location": None,
+                    "message": f"... and {e.total - len(e.problems)} more problems (MAX_PROBLEMS)",
+                }
+            )
         return out
     except PolangError as e:
         out["problems"] = [{"kind": "source", "file": "", "location": None, "message": str(e)}]
         return out
     out["summary"] = store.summary()
-    if strict:
+    out["warnings"] = _problem_dicts(store.warnings)
+    if schema_strict:
         from polang.language.validate import validate_policies
 
         findings = validate_policies({**store.policies, **store.templates}, store.schema)

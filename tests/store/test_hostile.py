@@ -1,0 +1,408 @@
+"""Hostile stores: every attack ends in a clear ``PolicyStoreLoadError``, fast and bounded.
+
+Each test is one attack (issue 11): deep nesting, YAML aliases, huge values and file lists,
+links, FIFOs and devices in a directory, unsafe archives. Attacks that already failed
+before the fix are kept here too, so they keep failing.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import socket
+import stat
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from polang.errors import MAX_MESSAGE_CHARS, PolangError
+from polang.store import PolicyStoreLoadError, PolicyStoreSource
+from polang.store.errors import MAX_LISTED_PROBLEMS, MAX_PROBLEMS
+from polang.store.layout import MAX_UNEXPECTED_LISTED
+
+from .storekit import legacy_doc, store_files, write_tree, zip_bytes
+
+DEEP = 50_000
+
+
+def deep_list(n: int = DEEP) -> str:
+    return "[" * n + "]" * n
+
+
+def rejected_path(path: Path, **load: Any) -> PolicyStoreLoadError:
+    with pytest.raises(PolicyStoreLoadError) as e:
+        PolicyStoreSource.from_path(path).load(**load)
+    assert len(str(e.value)) <= MAX_MESSAGE_CHARS + 200
+    return e.value
+
+
+def legacy_file(tmp_path: Path, text: str, name: str = "store.json") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+# ---------------------------------------------------------------- deep JSON
+
+
+def test_deep_json_anywhere_in_a_legacy_store_is_a_named_limit(tmp_path: Path) -> None:
+    doc = json.dumps(legacy_doc(description="PLACEHOLDER")).replace('"PLACEHOLDER"', deep_list())
+    err = rejected_path(legacy_file(tmp_path, doc))
+    [p] = err.problems
+    assert (p.kind, p.file) == ("limit", "store.json")
+    assert "MAX_JSON_DEPTH" in p.message and "128" in p.message
+
+
+def test_deep_json_in_a_base64_default_entity_is_a_named_limit(tmp_path: Path) -> None:
+    ents = {"deep": base64.b64encode(deep_list().encode()).decode()}
+    err = rejected_path(legacy_file(tmp_path, json.dumps(legacy_doc(default_entities=ents))))
+    [p] = err.problems
+    assert (p.kind, p.file) == ("limit", "store.json")
+    assert p.location == '$.policy_stores["app-store"].default_entities.deep'
+    assert "MAX_JSON_DEPTH" in p.message
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "manifest.json",
+        "metadata.json",
+        "entities/users.json",
+        "trusted-issuers/idp.json",
+        "templates/links.json",
+    ],
+)
+def test_deep_json_in_any_directory_file_is_a_named_limit(tmp_path: Path, name: str) -> None:
+    root = write_tree(tmp_path / "s", store_files({name: deep_list()}))
+    err = rejected_path(root)
+    p = next(p for p in err.problems if p.kind == "limit")
+    assert p.file == name
+    assert "MAX_JSON_DEPTH" in p.message
+
+
+def test_deep_json_in_an_archive_is_a_named_limit(tmp_path: Path) -> None:
+    path = tmp_path / "s.parc"
+    path.write_bytes(zip_bytes(store_files({"entities/users.json": deep_list()})))
+    err = rejected_path(path)
+    assert [(p.kind, p.file) for p in err.problems] == [("limit", "entities/users.json")]
+
+
+def test_json_at_the_depth_limit_still_loads(tmp_path: Path) -> None:
+    # 127 levels inside the record's one object: exactly at the limit, not past it
+    nested = "[" * 126 + "]" * 126
+    ents = {"x": base64.b64encode(f'{{"a": {nested}}}'.encode()).decode()}
+    err = rejected_path(legacy_file(tmp_path, json.dumps(legacy_doc(default_entities=ents))))
+    assert "limit" not in err.kinds  # rejected for the entity's shape, not for its depth
+
+
+def test_a_huge_json_integer_is_a_syntax_problem(tmp_path: Path) -> None:
+    doc = json.dumps(legacy_doc(description="PLACEHOLDER")).replace('"PLACEHOLDER"', "9" * 5000)
+    err = rejected_path(legacy_file(tmp_path, doc))
+    assert err.kinds == ["json_syntax"]
+    assert "4,300 digits" in err.problems[0].message
+
+
+# ---------------------------------------------------------------- YAML
+
+
+def test_deep_yaml_flow_lists_are_a_named_limit(tmp_path: Path) -> None:
+    err = rejected_path(legacy_file(tmp_path, f"description: {deep_list()}\n", "s.yaml"))
+    [p] = err.problems
+    assert (p.kind, p.file) == ("limit", "s.yaml")
+    assert "MAX_YAML_DEPTH" in p.message
+
+
+def test_deep_yaml_block_maps_are_a_named_limit(tmp_path: Path) -> None:
+    text = "".join(" " * i + "a:\n" for i in range(3000)) + " " * 3000 + "1\n"
+    err = rejected_path(legacy_file(tmp_path, text, "s.yaml"))
+    assert [p.kind for p in err.problems] == ["limit"]
+
+
+LAUGHS = """\
+schema: x
+policies: {}
+trusted_issuers:
+  idp:
+    name: Idp
+    openid_configuration_endpoint: https://idp.example.com/.well-known/openid-configuration
+    token_metadata:
+      access_token:
+        entity_type_name: Idp::Access_token
+        FIELD: &l9 [*l8, *l8, *l8, *l8, *l8, *l8, *l8, *l8, *l8, *l8]
+"""
+LEVELS = "".join(
+    f"l{i}: &l{i} [*l{i - 1}, *l{i - 1}, *l{i - 1}, *l{i - 1}, *l{i - 1}, *l{i - 1}, "
+    f"*l{i - 1}, *l{i - 1}, *l{i - 1}, *l{i - 1}]\n"
+    for i in range(1, 9)
+)
+
+
+@pytest.mark.parametrize("field", ["role_mapping", "trusted"])
+def test_yaml_aliases_are_refused_before_expanding(tmp_path: Path, field: str) -> None:
+    text = "l0: &l0 [lol]\n" + LEVELS + LAUGHS.replace("FIELD", field)
+    assert len(text) < 2000  # 10**9 items once expanded
+    err = rejected_path(legacy_file(tmp_path, text, "s.yaml"))
+    [p] = err.problems
+    assert (p.kind, p.file, p.location) == ("yaml_syntax", "s.yaml", "1:5")
+    assert "anchors" in p.message
+    assert len(str(err)) < 500
+
+
+def test_a_yaml_alias_without_an_anchor_mark_is_refused(tmp_path: Path) -> None:
+    err = rejected_path(legacy_file(tmp_path, "schema: *nowhere\n", "s.yaml"))
+    assert err.kinds == ["yaml_syntax"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: !!binary aGVsbG8=\n",
+        "a: !!set {x}\n",
+        "a: !!python/object:os.system x\n",
+        "a: !!omap []\n",
+    ],
+)
+def test_yaml_tags_outside_json_are_refused(tmp_path: Path, text: str) -> None:
+    err = rejected_path(legacy_file(tmp_path, text, "s.yaml"))
+    assert err.kinds == ["yaml_syntax"]
+    assert "not allowed in a policy store" in err.problems[0].message
+
+
+def test_yaml_keys_are_text_and_complex_keys_are_refused(tmp_path: Path) -> None:
+    err = rejected_path(legacy_file(tmp_path, "? [1]\n: a\n", "s.yaml"))
+    assert err.kinds == ["yaml_syntax"]
+    err = rejected_path(legacy_file(tmp_path, "1: a\n'1': b\n", "s.yaml"))
+    assert "duplicate key '1'" in err.problems[0].message
+
+
+# ---------------------------------------------------------------- bounded messages
+
+
+def test_a_huge_value_is_quoted_only_in_part(tmp_path: Path) -> None:
+    doc = legacy_doc()
+    issuer = doc["policy_stores"]["app-store"]["trusted_issuers"]["idp"]
+    issuer["token_metadata"]["access_token"]["trusted"] = ["x" * 1000] * 10_000
+    issuer["token_metadata"]["access_token"]["role_mapping"] = {"k": "v" * 1_000_000}
+    issuer["openid_configuration_endpoint"] = "http://" + "e" * 1_000_000
+    err = rejected_path(legacy_file(tmp_path, json.dumps(doc)))
+    assert len(err.problems) == 3
+    assert all(len(p.message) < 300 for p in err.problems), [p.message for p in err.problems]
+    assert "an array of 10000 items" in str(err)
+
+
+def test_a_huge_key_is_cut_in_paths_and_messages(tmp_path: Path) -> None:
+    doc = legacy_doc()
+    doc["policy_stores"]["app-store"]["x" * 100_000] = 1
+    err = rejected_path(legacy_file(tmp_path, json.dumps(doc)), strict=True)
+    [p] = err.problems
+    assert p.kind == "unknown_field"
+    assert len(p.message) < 500 and len(p.location or "") < 200
+
+
+def test_thousands_of_unexpected_files_give_a_bounded_message(tmp_path: Path) -> None:
+    files: dict[str, str | bytes] = dict(store_files())
+    files.update({f"junk/{i:05}.txt": b"" for i in range(9000)})
+    path = tmp_path / "s.parc"
+    path.write_bytes(zip_bytes(files))
+    err = rejected_path(path)
+    assert err.kinds == ["unexpected_file"] * (MAX_UNEXPECTED_LISTED + 1)
+    assert err.problems[0].file == "junk/00000.txt"
+    last = err.problems[-1]
+    assert last.message.startswith(f"{9000 - MAX_UNEXPECTED_LISTED} more files have no place")
+    assert last.message.endswith(f"and {9000 - MAX_UNEXPECTED_LISTED - 5} more")
+    assert len(str(err)) < 2000
+
+
+def test_thousands_of_problems_are_kept_bounded_and_counted(tmp_path: Path) -> None:
+    files: dict[str, str | bytes] = dict(store_files())
+    files.update({f"entities/bad{i:04}.json": b"{" for i in range(1000)})
+    root = write_tree(tmp_path / "s", files)
+    err = rejected_path(root)
+    assert err.total == 1000
+    assert len(err.problems) == MAX_PROBLEMS
+    text = str(err)
+    assert text.startswith(f"policy store directory {root} rejected: 1000 problems")
+    assert text.count("\n  ") == MAX_LISTED_PROBLEMS + 1
+    assert text.endswith(f"... and {1000 - MAX_LISTED_PROBLEMS} more problems")
+
+
+def test_every_store_error_is_in_the_family(tmp_path: Path) -> None:
+    assert issubclass(PolicyStoreLoadError, PolangError)
+
+
+# ---------------------------------------------------------------- links, FIFOs, devices
+
+
+def test_a_fifo_in_a_directory_store_is_refused_without_waiting(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "s", store_files())
+    os.mkfifo(root / "policies" / "fifo.polang")
+    err = rejected_path(root)
+    [p] = err.problems
+    assert (p.kind, p.file) == ("unsafe_file", "policies/fifo.polang")
+    assert "FIFO" in p.message
+
+
+def test_a_fifo_named_as_the_store_file_is_refused_without_waiting(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "store.json")
+    err = rejected_path(tmp_path / "store.json")
+    assert err.kinds == ["unsafe_file"]
+    os.mkfifo(tmp_path / "store.parc")
+    err = rejected_path(tmp_path / "store.parc")
+    assert err.kinds == ["unsafe_file"]
+
+
+SECRET = "root:x:0:0:secret-line-that-must-not-be-echoed"
+
+
+@pytest.mark.parametrize(
+    "name", ["policies/passwd.polang", "schema.polangschema", "entities/x.json", "README.md"]
+)
+def test_a_symlink_out_of_the_store_is_refused_and_never_read(tmp_path: Path, name: str) -> None:
+    outside = tmp_path / "passwd"
+    outside.write_text(SECRET)
+    files = store_files({name: None})
+    root = write_tree(tmp_path / "s", files)
+    (root / name).parent.mkdir(parents=True, exist_ok=True)
+    (root / name).symlink_to(outside)
+    err = rejected_path(root)
+    p = next(p for p in err.problems if p.file == name)
+    assert p.kind == "unsafe_file"
+    assert "symbolic link" in p.message
+    assert "secret-line" not in str(err)
+
+
+def test_a_symlink_inside_the_store_is_refused_too(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "s", store_files())
+    (root / "policies" / "again.polang").symlink_to(root / "policies" / "main.polang")
+    (root / "more").symlink_to(root / "policies", target_is_directory=True)
+    err = rejected_path(root)
+    assert sorted((p.kind, p.file) for p in err.problems) == [
+        ("unsafe_file", "more"),
+        ("unsafe_file", "policies/again.polang"),
+    ]
+
+
+def test_a_socket_in_a_directory_store_is_refused(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "s", store_files())
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(str(root / "entities.sock"))
+        err = rejected_path(root)
+    finally:
+        sock.close()
+    assert [(p.kind, p.file) for p in err.problems] == [("unsafe_file", "entities.sock")]
+    assert "socket" in err.problems[0].message
+
+
+def test_the_store_root_may_itself_be_a_link(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "s", store_files())
+    (tmp_path / "current").symlink_to(root, target_is_directory=True)
+    assert PolicyStoreSource.from_path(tmp_path / "current").load().id == "app-store"
+    legacy = tmp_path / "store.json"
+    legacy.write_text(json.dumps(legacy_doc()))
+    (tmp_path / "link.json").symlink_to(legacy)
+    assert PolicyStoreSource.from_path(tmp_path / "link.json").load().id == "app-store"
+
+
+def test_a_directory_with_too_many_entries_is_a_named_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from polang.store import layout
+
+    monkeypatch.setattr(layout, "MAX_ENTRIES", 20)
+    root = write_tree(tmp_path / "s", store_files())
+    for i in range(30):
+        (root / "entities" / f"d{i}").mkdir()  # empty folders count too
+    err = rejected_path(root)
+    assert err.kinds == ["limit"]
+    assert "MAX_ENTRIES" in err.problems[0].message
+
+
+def test_a_directory_store_over_the_size_limit_is_a_named_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from polang.store import layout
+
+    monkeypatch.setattr(layout, "MAX_UNCOMPRESSED", 5000)
+    root = write_tree(tmp_path / "s", store_files({"entities/big.json": "[" + " " * 6000 + "]"}))
+    err = rejected_path(root)
+    assert err.kinds == ["limit"]
+    assert "MAX_UNCOMPRESSED" in err.problems[0].message
+
+
+def test_a_legacy_file_over_the_size_limit_is_refused_before_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from polang.store import source
+
+    monkeypatch.setattr(source, "MAX_UNCOMPRESSED", 100)
+    err = rejected_path(legacy_file(tmp_path, json.dumps(legacy_doc())))
+    assert err.kinds == ["limit"]
+    assert "MAX_UNCOMPRESSED" in err.problems[0].message
+
+
+# ---------------------------------------------------------------- archives (already held)
+
+
+def archive_with(entry: zipfile.ZipInfo, content: bytes = b"") -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for rel, text in store_files().items():
+            zf.writestr(rel, text)
+        zf.writestr(entry, content)
+    return buf.getvalue()
+
+
+def unix_entry(name: str, mode: int) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name)
+    info.create_system = 3
+    info.external_attr = mode << 16
+    return info
+
+
+@pytest.mark.parametrize(
+    ("mode", "words"),
+    [
+        (stat.S_IFIFO | 0o644, "FIFO"),
+        (stat.S_IFCHR | 0o644, "device"),
+        (stat.S_IFLNK | 0o777, "symbolic link"),
+    ],
+)
+def test_archive_entries_that_are_not_files_are_refused(
+    tmp_path: Path, mode: int, words: str
+) -> None:
+    path = tmp_path / "s.parc"
+    path.write_bytes(archive_with(unix_entry("entities/x.json", mode), b"/etc/passwd"))
+    err = rejected_path(path)
+    assert err.kinds == ["archive"]
+    assert words in err.problems[0].message
+
+
+@pytest.mark.parametrize("name", ["/etc/passwd", "../../x.json", "entities/../../x", "C:/x"])
+def test_archive_paths_out_of_the_root_are_refused(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "s.parc"
+    path.write_bytes(archive_with(zipfile.ZipInfo(name), b"[]"))
+    err = rejected_path(path)
+    assert err.kinds == ["archive"]
+    assert "unsafe entry" in err.problems[0].message
+
+
+def test_a_zip_bomb_is_refused_by_what_it_unpacks_to(tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for rel, text in store_files().items():
+            zf.writestr(rel, text)
+        with zf.open("entities/bomb.json", "w", force_zip64=True) as fh:
+            block = b"\0" * (1 << 20)
+            for _ in range(101):
+                fh.write(block)
+    path = tmp_path / "bomb.parc"
+    path.write_bytes(buf.getvalue())
+    assert path.stat().st_size < 1 << 20
+    err = rejected_path(path)
+    assert err.kinds == ["archive"]
+    assert "too much data" in err.problems[0].message
