@@ -21,7 +21,7 @@ import weakref
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import networkx as nx
 
@@ -43,6 +43,10 @@ from polang.language.values import (
     value_repr,
     value_to_json,
 )
+
+if TYPE_CHECKING:
+    from polang.authoring.repairs import Repairs
+    from polang.language.schema import Schema
 
 Verdict = Literal["applies", "not_satisfied", "error", "out_of_scope"]
 
@@ -437,10 +441,48 @@ class Explanation:
     reasons: list[str]
     policies: list[PolicyExplanation]
     backend: str = "compiled"
+    schema: Schema | None = field(default=None, repr=False, compare=False)
+    _source: tuple[Any, Request, EntityFacts] | None = field(
+        default=None, repr=False, compare=False
+    )
+    _repairs: Repairs | None = field(default=None, repr=False, compare=False)
 
     @property
     def decision(self) -> str:
         return "allow" if self.allow else "deny"
+
+    # -- repairs ------------------------------------------------------------------------
+
+    @property
+    def repairs(self) -> Repairs:
+        """The smallest verified changes to the data that flip this decision (computed on
+        first use; see :mod:`polang.authoring.repairs`)."""
+        if self._repairs is None:
+            self._repairs = self.find_repairs()
+        return self._repairs
+
+    def find_repairs(
+        self,
+        *,
+        schema: Schema | None = None,
+        limit: int | None = None,
+        max_decisions: int | None = None,
+    ) -> Repairs:
+        """Repairs with other bounds (the result also becomes ``repairs``)."""
+        from polang.authoring import repairs as rp
+
+        if self._source is None:
+            raise PolangError("this explanation was not made by explain(): no repairs")
+        authorizer, request, facts = self._source
+        self._repairs = rp.find_repairs(
+            authorizer,
+            request,
+            facts,
+            schema=schema if schema is not None else self.schema,
+            limit=rp.MAX_REPAIRS if limit is None else limit,
+            max_decisions=rp.MAX_DECISIONS if max_decisions is None else max_decisions,
+        )
+        return self._repairs
 
     def by_verdict(self, verdict: Verdict, effect: str | None = None) -> list[PolicyExplanation]:
         return [
@@ -477,7 +519,19 @@ class Explanation:
             return f"denied: forbid {ids} applied"
         return "denied: no permit applied"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, repairs: bool | None = None) -> dict[str, Any]:
+        """JSON-ready. ``repairs``: include them (computing them if needed); ``None``
+        includes them when they were already computed."""
+        out = self._to_dict()
+        if repairs or (repairs is None and self._repairs is not None):
+            r = self.repairs
+            out["repairs"] = [x.to_dict() for x in r]
+            out["repairs_more"] = r.more
+            out["repairs_complete"] = r.complete
+            out["repairs_note"] = r.note
+        return out
+
+    def _to_dict(self) -> dict[str, Any]:
         return {
             "decision": self.decision,
             "summary": self.summary(),
@@ -502,9 +556,14 @@ class Explanation:
 
     # -- for people -------------------------------------------------------------------------
 
-    def rich(self, *, show_rules: bool = False, all_policies: bool = False) -> Any:
-        """A ``rich`` renderable (a tree) for terminals."""
-        return _explanation_tree(self, show_rules=show_rules, all_policies=all_policies)
+    def rich(
+        self, *, show_rules: bool = False, all_policies: bool = False, repairs: bool = False
+    ) -> Any:
+        """A ``rich`` renderable (a tree) for terminals; ``repairs`` adds them under it."""
+        tree = _explanation_tree(self, show_rules=show_rules, all_policies=all_policies)
+        if repairs:
+            _repairs_branch(tree, self.repairs, self.allow)
+        return tree
 
     def render(
         self,
@@ -513,6 +572,7 @@ class Explanation:
         color: bool = False,
         show_rules: bool = False,
         all_policies: bool = False,
+        repairs: bool = False,
     ) -> str:
         """The explanation as a readable tree (plain text unless ``color``)."""
         from rich.console import Console
@@ -526,7 +586,7 @@ class Explanation:
             no_color=not color,
             highlight=False,
         )
-        console.print(self.rich(show_rules=show_rules, all_policies=all_policies))
+        console.print(self.rich(show_rules=show_rules, all_policies=all_policies, repairs=repairs))
         return buf.getvalue()
 
 
@@ -971,12 +1031,15 @@ def explain(
     resource: EntityUID,
     context: RecordValue | Mapping[str, Any] | None = None,
     entities: EntityFacts | EntityStore | Iterable[Entity] = (),
+    *,
+    schema: Schema | None = None,
 ) -> Explanation:
     """The decision on this request with the derivation of every policy's verdict.
 
     ``authorizer`` is a :class:`polang.datalog.authorizer.Authorizer` (anything with
     ``program``, ``policies`` and ``backend``): the verdicts come from its backend, the
-    derivations from its Program.
+    derivations from its Program. ``schema`` is only used by ``repairs`` (declared
+    types of the values it proposes).
     """
     program: Program = authorizer.program
     facts = _facts_of(entities)
@@ -1038,6 +1101,8 @@ def explain(
         list(raw.reasons),
         out,
         backend=getattr(authorizer.backend, "name", "compiled"),
+        schema=schema,
+        _source=(authorizer, request, facts),
     )
 
 
@@ -1079,6 +1144,18 @@ def _narrow(d: Derivation, want_false: bool) -> Derivation:
 
 
 # ======================================================================== rendering
+
+
+def _repairs_branch(tree: Any, repairs: Repairs, allow: bool) -> None:
+    what = "deny" if allow else "allow"
+    sec = tree.add(_t((f"repairs: changes to the data that would {what} it", "bold cyan")))
+    for i, r in enumerate(repairs, 1):
+        verb = "applies" if r.outcome == "applies" else "stops applying"
+        head = sec.add(_t(f"{i}. ", (quote_string(r.policy), "bold yellow"), f" {verb}"))
+        for c in r.changes:
+            head.add(_t(("· ", "dim"), (c.describe(), "blue")))
+    if repairs.note:
+        sec.add(_t((repairs.note, "italic dim")))
 
 
 def _t(*parts: tuple[str, str] | str) -> Any:
