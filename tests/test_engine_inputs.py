@@ -60,7 +60,7 @@ when {
 };
 """
 
-ENTITIES = [
+ENTITIES: list[dict[str, Any]] = [
     {"uid": {"type": "App::Team", "id": "staff"}, "attrs": {}, "parents": []},
     {
         "uid": {"type": "App::User", "id": "alice"},
@@ -107,7 +107,7 @@ def full_forms(entity_json: dict[str, Any]) -> dict[str, Any]:
     from polang.language.entities import parse_entity
 
     uid = entity_json["uid"]
-    mapped = {"cedar_entity_mapping": {"entity_type": uid["type"], "id": uid["id"]}}
+    mapped: dict[str, Any] = {"cedar_entity_mapping": {"entity_type": uid["type"], "id": uid["id"]}}
     mapped.update(entity_json["attrs"])
     if entity_json["parents"]:
         return {"json": entity_json, "Entity": parse_entity(entity_json)}
