@@ -332,6 +332,8 @@ class Engine:
                 "action: expected a string like 'Ns::Action::\"view\"', "
                 f"got {type(action).__name__}"
             )
+        if len(action) > 256:  # not cached: the cache holds only short texts
+            return _parse_action.__wrapped__(action)
         return _parse_action(action)
 
     def _part(self, snap: _Snapshot, value: Any, what: str) -> tuple[EntityUID, list[Entity]]:
@@ -777,7 +779,8 @@ def _parse_action(text: str) -> EntityUID:
     try:
         return parse_entity_uid(text)
     except PolangError as e:
-        raise RequestError(f"action {text!r} is not an entity reference: {e}") from None
+        shown = repr(text if len(text) <= 80 else text[:80] + "...")
+        raise RequestError(f"action {shown} is not an entity reference: {e}") from None
 
 
 def init_from_archive_bytes(config: Config | Mapping[str, Any] | None, data: bytes) -> Engine:

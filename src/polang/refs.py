@@ -48,13 +48,24 @@ FORMS = (
 _SHOWN = 80  # characters of a bad reference string quoted in an error
 
 
-@lru_cache(maxsize=1024)
+_CACHED_TEXT = 256  # longer reference texts are parsed each time (the cache stays small)
+
+
 def parse_reference_text(text: str) -> EntityUID:
-    """``'Ns::Type::"id"'`` as a uid (parsed once per distinct text); ``RequestError``."""
+    """``'Ns::Type::"id"'`` as a uid (short texts parsed once each); ``RequestError``."""
+    if len(text) <= _CACHED_TEXT:
+        return _parse_cached(text)
+    return _parse(text)
+
+
+def _parse(text: str) -> EntityUID:
     try:
         return parse_entity_uid(text)
     except PolangError as e:
         raise RequestError(str(e)) from None
+
+
+_parse_cached = lru_cache(maxsize=1024)(_parse)
 
 
 def _shown(text: str) -> str:
