@@ -461,7 +461,10 @@ class Engine:
         context: Mapping[str, Any] | RecordValue | None = None,
         principal: EntityInput | None = None,
     ) -> AuthorizeResult:
-        """Decide with caller-supplied entities; the principal (any type) is optional."""
+        """Decide with caller-supplied entities; the principal (any type) is optional.
+
+        ``resource`` and ``principal``: an entity given in full, or a reference to one the
+        store holds (every form of :mod:`polang.refs`)."""
         started = time.perf_counter()
         snap = self._snap
         request, facts = self._unsigned_request(snap, action, resource, context, principal)
