@@ -13,18 +13,20 @@ import json
 import os
 import socket
 import stat
+import tracemalloc
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from polang.errors import MAX_MESSAGE_CHARS, PolangError
 from polang.store import PolicyStoreLoadError, PolicyStoreSource
 from polang.store.errors import MAX_LISTED_PROBLEMS, MAX_PROBLEMS
 from polang.store.layout import MAX_UNEXPECTED_LISTED
 
-from .storekit import legacy_doc, store_files, write_tree, zip_bytes
+from .storekit import METADATA, legacy_doc, store_files, write_tree, zip_bytes
 
 DEEP = 50_000
 
@@ -406,3 +408,59 @@ def test_a_zip_bomb_is_refused_by_what_it_unpacks_to(tmp_path: Path) -> None:
     err = rejected_path(path)
     assert err.kinds == ["archive"]
     assert "too much data" in err.problems[0].message
+
+
+# ---------------------------------------------------------------- memory and the YAML parser
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml", "directory", "parc"])
+def test_memory_while_loading_is_a_small_multiple_of_the_store(tmp_path: Path, fmt: str) -> None:
+    big = "d" * 4_000_000
+    if fmt in ("json", "yaml"):
+        doc = legacy_doc(description=big)
+        text = json.dumps(doc) if fmt == "json" else yaml.safe_dump(doc, width=10**9)
+        path = legacy_file(tmp_path, text, f"s.{fmt}")
+    else:
+        meta = {**METADATA, "policy_store": {**METADATA["policy_store"], "description": big}}
+        files = store_files({"metadata.json": json.dumps(meta)})
+        if fmt == "directory":
+            path = write_tree(tmp_path / "s", files)
+        else:
+            path = tmp_path / "s.parc"
+            path.write_bytes(zip_bytes(files))
+    tracemalloc.start()
+    try:
+        store = PolicyStoreSource.from_path(path).load()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert store.description == big
+    assert peak < 5 * len(big), f"{peak / len(big):.1f} x the store"
+
+
+def test_the_pure_python_yaml_parser_follows_the_same_rules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from polang.store import raw
+    from polang.store.errors import Problems
+
+    _, resolver, constructor = raw._yaml_parts()
+    monkeypatch.setattr(raw, "_yaml_parts", lambda: (yaml.SafeLoader, resolver, constructor))
+    cases = {
+        "a: [1, 2.5, true, null, '3', 2025-01-01]\n": {
+            "a": [1, 2.5, True, None, "3", "2025-01-01"]
+        },
+        "l0: &a [x]\nl1: *a\n": "anchors",
+        f"a: {deep_list(200)}\n": "MAX_YAML_DEPTH",
+        "a: !!binary aGk=\n": "not allowed",
+        "a: 1\na: 2\n": "duplicate key 'a'",
+        "<<: {a: 1}\n": "merge keys",
+        "a: 1\n---\nb: 2\n": "one YAML document",
+    }
+    for text, expected in cases.items():
+        problems = Problems("t")
+        got = raw.load_yaml(text, file="f.yaml", problems=problems)
+        if isinstance(expected, dict):
+            assert got == expected and not problems, problems.items
+        else:
+            assert got is None and expected in problems.items[0].message, (text, problems.items)

@@ -12,7 +12,7 @@ import functools
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from polang.errors import PolicyStoreError
 from polang.jsonlimits import MAX_JSON_DEPTH, check_depth
@@ -154,129 +154,192 @@ def load_json(text: str, *, file: str, problems: Problems, location: str | None 
     return None
 
 
-@functools.cache
-def _strict_loader() -> Any:
-    """Safe YAML limited to JSON's data model, refusing what makes YAML dangerous.
+class _YamlRefused(Exception):
+    """A YAML construct a store may not use (internal; ``kind`` is the problem kind)."""
 
-    - no anchors or aliases (``&a`` / ``*a``): an alias repeats a whole subtree, so 800
-      bytes of nested aliases expand to gigabytes ("billion laughs"); a store has no need
-      for them, so they are refused outright rather than bounded;
-    - nesting at most :data:`MAX_YAML_DEPTH` (PyYAML composes nodes recursively);
-    - only JSON's types: strings, numbers, booleans, null, lists, mappings; no timestamps
-      (date-like scalars stay text), no ``!!binary``/``!!set``/``!!omap``/``!!pairs``;
-    - mapping keys are scalars, kept as their text; duplicate keys are errors.
+    def __init__(self, kind: str, message: str, mark: Any) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.mark = mark
+
+
+_JSON_TAGS = {
+    "tag:yaml.org,2002:null",
+    "tag:yaml.org,2002:bool",
+    "tag:yaml.org,2002:int",
+    "tag:yaml.org,2002:float",
+    "tag:yaml.org,2002:str",
+}
+
+
+@functools.cache
+def _yaml_parts() -> tuple[Any, Any, Any]:
+    """The event parser class (libyaml's when installed), a resolver and a constructor.
 
     Built on first use: PyYAML is only imported for YAML stores (start-up time).
     """
     import yaml
-    from yaml.composer import ComposerError
-    from yaml.constructor import ConstructorError
 
-    class YamlLimit(ComposerError):
-        """A YAML limit was hit (reported as a ``limit`` problem)."""
+    class Resolver(yaml.resolver.Resolver):
+        pass
 
-    class StrictLoader(yaml.SafeLoader):
-        def __init__(self, stream: Any) -> None:
-            super().__init__(stream)
-            self._depth = 0
+    # date-like scalars stay text (JSON has no timestamp type)
+    Resolver.yaml_implicit_resolvers = {
+        k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
+        for k, v in yaml.resolver.Resolver.yaml_implicit_resolvers.items()
+    }
+    parser = yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader
+    return parser, Resolver(), yaml.constructor.SafeConstructor()
 
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            event: Any = self.peek_event()
+
+def _yaml_value(text: str) -> Any:
+    """Build the value of a one-document YAML text from parser events, without recursion.
+
+    YAML is read as JSON's data model, refusing what makes YAML dangerous or surprising:
+
+    - no anchors or aliases (``&a`` / ``*a``): an alias repeats a whole subtree, so 800
+      bytes of nested aliases expand to gigabytes ("billion laughs"); a store has no need
+      for them, so they are refused outright rather than bounded;
+    - nesting at most :data:`MAX_YAML_DEPTH`;
+    - only JSON's types: strings, numbers, booleans, null, lists, mappings; date-like
+      scalars stay text; ``!!binary``, ``!!set``, ``!!omap``, merge keys (``<<``) and
+      application tags are refused;
+    - mapping keys are scalars, kept as their text; a duplicate key is an error.
+
+    The events come from libyaml when it is installed (PyYAML's pure-Python composer and
+    constructor are recursive, slow and keep every node in memory), so time and memory
+    stay a small multiple of the text's size.
+    """
+    import yaml
+
+    parser_cls, resolver, constructor = _yaml_parts()
+    parser = parser_cls(text)
+    # each open collection: [container, pending key (mappings), start mark]
+    stack: list[list[Any]] = []
+    root: Any = None
+    documents = 0
+
+    def place(value: Any, mark: Any) -> None:
+        nonlocal root
+        if not stack:
+            root = value
+            return
+        top = stack[-1]
+        if isinstance(top[0], list):
+            top[0].append(value)
+        elif top[1] is _NO_KEY:
+            raise _YamlRefused(
+                "yaml_syntax", "a mapping key must be a plain value, not a list or a mapping", mark
+            )
+        else:
+            top[0][top[1]] = value
+            top[1] = _NO_KEY
+
+    try:
+        while True:
+            event = parser.get_event()
+            if event is None or isinstance(event, yaml.StreamEndEvent):
+                break
+            mark = event.start_mark
             if isinstance(event, yaml.AliasEvent):
-                raise ComposerError(
-                    None,
-                    None,
-                    "YAML aliases (*name) are not allowed in a policy store",
-                    cast(Any, event).start_mark,
+                raise _YamlRefused(
+                    "yaml_syntax", "YAML aliases (*name) are not allowed in a policy store", mark
                 )
             if getattr(event, "anchor", None) is not None:
-                raise ComposerError(
-                    None,
-                    None,
-                    "YAML anchors (&name) are not allowed in a policy store",
-                    event.start_mark,
+                raise _YamlRefused(
+                    "yaml_syntax", "YAML anchors (&name) are not allowed in a policy store", mark
                 )
-            self._depth += 1
-            try:
-                if self._depth > MAX_YAML_DEPTH:
-                    raise YamlLimit(
-                        None,
-                        None,
+            if isinstance(event, yaml.DocumentStartEvent):
+                documents += 1
+                if documents > 1:
+                    raise _YamlRefused(
+                        "yaml_syntax", "a store file holds one YAML document, found a second", mark
+                    )
+            elif isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+                is_map = isinstance(event, yaml.MappingStartEvent)
+                tag = event.tag
+                allowed = "tag:yaml.org,2002:map" if is_map else "tag:yaml.org,2002:seq"
+                if tag not in (None, "!", allowed):
+                    raise _YamlRefused("yaml_syntax", _tag_refused(tag), mark)
+                if stack and isinstance(stack[-1][0], dict) and stack[-1][1] is _NO_KEY:
+                    raise _YamlRefused(
+                        "yaml_syntax",
+                        "a mapping key must be a plain value, not a list or a mapping",
+                        mark,
+                    )
+                if len(stack) >= MAX_YAML_DEPTH:
+                    raise _YamlRefused(
+                        "limit",
                         f"YAML nests deeper than the limit of {MAX_YAML_DEPTH} levels "
                         "(MAX_YAML_DEPTH)",
-                        event.start_mark,
+                        mark,
                     )
-                return super().compose_node(parent, index)
-            finally:
-                self._depth -= 1
+                stack.append([{} if is_map else [], _NO_KEY, mark])
+            elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+                done = stack.pop()
+                place(done[0], done[2])
+            elif isinstance(event, yaml.ScalarEvent):
+                if stack and isinstance(stack[-1][0], dict) and stack[-1][1] is _NO_KEY:
+                    key = event.value
+                    if key in stack[-1][0]:
+                        raise _YamlRefused("yaml_syntax", f"duplicate key {show(key)}", mark)
+                    if event.implicit[0] and key == "<<":
+                        raise _YamlRefused(
+                            "yaml_syntax", "YAML merge keys (<<) are not allowed", mark
+                        )
+                    stack[-1][1] = key
+                    continue
+                place(_scalar(event, resolver, constructor), mark)
+    finally:
+        parser.dispose()
+    return root
 
-    StrictLoader.yaml_implicit_resolvers = {
-        k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
-        for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
-    json_tags = {
-        "tag:yaml.org,2002:null",
-        "tag:yaml.org,2002:bool",
-        "tag:yaml.org,2002:int",
-        "tag:yaml.org,2002:float",
-        "tag:yaml.org,2002:str",
-        "tag:yaml.org,2002:seq",
-        "tag:yaml.org,2002:map",
-    }
-    StrictLoader.yaml_constructors = {
-        tag: fn for tag, fn in yaml.SafeLoader.yaml_constructors.items() if tag in json_tags
-    }
 
-    def construct_undefined(loader: StrictLoader, node: yaml.Node) -> Any:
-        raise ConstructorError(
-            None,
-            None,
-            f"the YAML tag {show(node.tag)} is not allowed in a policy store (only JSON's "
-            "types: strings, numbers, booleans, null, lists and mappings)",
-            node.start_mark,
-        )
+_NO_KEY: Any = object()
 
-    StrictLoader.add_constructor(None, construct_undefined)
 
-    def construct_mapping(loader: StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-        loader.flatten_mapping(node)
-        out: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise ConstructorError(
-                    None,
-                    None,
-                    "a mapping key must be a plain value, not a list or a mapping",
-                    key_node.start_mark,
-                )
-            key = key_node.value
-            if key in out:
-                raise ConstructorError(
-                    None, None, f"duplicate key {show(key)}", key_node.start_mark
-                )
-            out[key] = loader.construct_object(value_node, deep=True)
-        return out
+def _tag_refused(tag: str) -> str:
+    return (
+        f"the YAML tag {show(tag)} is not allowed in a policy store (only JSON's types: "
+        "strings, numbers, booleans, null, lists and mappings)"
+    )
 
-    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
-    StrictLoader.YamlLimit = YamlLimit  # type: ignore[attr-defined]
-    return StrictLoader
+
+def _scalar(event: Any, resolver: Any, constructor: Any) -> Any:
+    import yaml
+
+    tag = event.tag
+    if tag is None or tag == "!":
+        tag = resolver.resolve(yaml.ScalarNode, event.value, event.implicit)
+    if tag not in _JSON_TAGS:
+        raise _YamlRefused("yaml_syntax", _tag_refused(tag), event.start_mark)
+    node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark)
+    if tag == "tag:yaml.org,2002:str":
+        return event.value
+    if tag == "tag:yaml.org,2002:null":
+        return None
+    if tag == "tag:yaml.org,2002:bool":
+        return constructor.construct_yaml_bool(node)
+    if tag == "tag:yaml.org,2002:int":
+        return constructor.construct_yaml_int(node)
+    return constructor.construct_yaml_float(node)
 
 
 def load_yaml(text: str, *, file: str, problems: Problems) -> Any:
-    """Strict YAML (see :func:`_strict_loader`); ``None`` with a problem on failure."""
+    """Strict YAML (see :func:`_yaml_value`); ``None`` with a problem on failure."""
     import yaml
 
-    loader = _strict_loader()
     try:
-        return yaml.load(text, Loader=loader)
+        return _yaml_value(text)
+    except _YamlRefused as e:
+        mark = e.mark
+        where = f"{mark.line + 1}:{mark.column + 1}" if mark is not None else None
+        problems.add(e.kind, file, f"invalid YAML: {e}", where)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{mark.line + 1}:{mark.column + 1}" if mark is not None else None
         problem = getattr(e, "problem", None) or str(e)
-        kind = "limit" if isinstance(e, loader.YamlLimit) else "yaml_syntax"
-        problems.add(kind, file, f"invalid YAML: {str(problem)[:300]}", where)
-    except RecursionError:  # not reachable below MAX_YAML_DEPTH; kept as a last guard
-        problems.add("limit", file, f"YAML nests deeper than the limit of {MAX_YAML_DEPTH} levels")
+        problems.add("yaml_syntax", file, f"invalid YAML: {str(problem)[:300]}", where)
     except (ValueError, TypeError, OverflowError) as e:  # int("1" * 5000) and the like
         problems.add("yaml_syntax", file, f"invalid YAML: {_value_error(e)}")
     return None
