@@ -532,6 +532,7 @@ class Engine:
 
     def _subject(
         self,
+        snap: _Snapshot,
         facts: EntityFacts,
         value: EntityInput,
         what: str,
@@ -539,7 +540,7 @@ class Engine:
         """A query's fixed principal or resource: a reference (to an entity of ``facts``,
         or to one they lack, whose data is then unknown), or an entity given in full (laid
         over ``facts`` for this query)."""
-        uid, ent = entity_or_reference(value, what, self._snap.store.schema)
+        uid, ent = entity_or_reference(value, what, snap.store.schema)
         return uid, (facts if ent is None else facts.with_entities([ent]))
 
     def _extra_entities(
@@ -598,7 +599,8 @@ class Engine:
 
         snap = self._snap
         act = self._action(action)
-        res, facts = self._subject(self._extra_entities(snap, entities), resource, "resource")
+        facts = self._extra_entities(snap, entities)
+        res, facts = self._subject(snap, facts, resource, "resource")
         return who_can(
             snap.authorizer,
             facts,
@@ -627,7 +629,7 @@ class Engine:
         snap = self._snap
         act = self._action(action) if action is not None else None
         facts = self._extra_entities(snap, entities)
-        prin, facts = self._subject(facts, principal, "principal")
+        prin, facts = self._subject(snap, facts, principal, "principal")
         return what_can(
             snap.authorizer,
             facts,
