@@ -446,7 +446,7 @@ def test_the_pure_python_yaml_parser_follows_the_same_rules(
 
     _, resolver, constructor = raw._yaml_parts()
     monkeypatch.setattr(raw, "_yaml_parts", lambda: (yaml.SafeLoader, resolver, constructor))
-    cases = {
+    cases: dict[str, Any] = {
         "a: [1, 2.5, true, null, '3', 2025-01-01]\n": {
             "a": [1, 2.5, True, None, "3", "2025-01-01"]
         },
