@@ -1,0 +1,342 @@
+"""DuckDB, embedded: loads the tables and runs the generated SQL.
+
+Entities held in process (a store's, an engine's) are converted to Arrow tables, one per
+entity type, and copied into DuckDB; entity files are read by DuckDB itself
+(:mod:`polang.datalog.sql.files`). The hierarchy closure is built by a recursive CTE.
+Answers are fetched as Arrow record batches and written with pyarrow's Parquet / CSV
+writers, one batch at a time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from polang.datalog.compiled import Compiler
+from polang.datalog.facts import EntityFacts, Request
+from polang.datalog.ir import Program
+from polang.errors import EvaluationError
+from polang.language.entities import Entity
+from polang.language.schema import Schema
+from polang.language.values import EntityUID, RecordValue
+
+from .engine import DEFAULT_BATCH_PAIRS, Format, SqlEngine
+from .lower import ANC, Layout
+from .plan import UDF_NAME, Population, is_action_type, read_program
+from .tables import SqlError, TableSpec, _Mismatch, convert, entity_uids, program_uids, table_spec
+
+ANC_SQL = f"""
+CREATE OR REPLACE TABLE {ANC} AS
+WITH RECURSIVE closure(eid, aeid) AS (
+    SELECT eid, eid FROM polang_uid
+    UNION
+    SELECT c.eid, p.peid FROM closure AS c JOIN polang_parent AS p ON p.eid = c.aeid
+)
+SELECT eid, aeid FROM closure
+"""
+
+
+def _import_duckdb() -> Any:
+    try:
+        import duckdb
+    except ImportError:
+        raise SqlError(
+            "the DuckDB engine needs the duckdb package: pip install 'polang[duckdb]'"
+        ) from None
+    return duckdb
+
+
+def connect(
+    database: str = ":memory:", *, threads: int | None = None, memory_limit: str | None = None
+) -> Any:
+    duckdb = _import_duckdb()
+    config: dict[str, Any] = {}
+    if threads is not None:
+        config["threads"] = threads
+    if memory_limit is not None:
+        config["memory_limit"] = memory_limit
+    return duckdb.connect(database, config=config)
+
+
+class DuckRunner:
+    dialect = "duckdb"
+
+    def __init__(self, con: Any) -> None:
+        self.con = con
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        return list(self.con.execute(sql).fetchall())
+
+    def write(self, sqls: Sequence[str], path: Path, fmt: Format) -> int:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+        import pyarrow.parquet as pq
+
+        writer: Any = None
+        total = 0
+        text = None
+        try:
+            for sql in sqls:
+                reader = self.con.execute(sql).fetch_record_batch(1_000_000)
+                for batch in reader:
+                    if batch.num_rows == 0:
+                        continue
+                    if writer is None and text is None:
+                        if fmt == "parquet":
+                            writer = pq.ParquetWriter(str(path), batch.schema)
+                        elif fmt == "csv":
+                            writer = pacsv.CSVWriter(str(path), batch.schema)
+                        else:
+                            text = path.open("w", encoding="utf-8")
+                    if text is not None:
+                        for row in batch.to_pylist():
+                            text.write(json.dumps(row, separators=(",", ":")) + "\n")
+                    else:
+                        writer.write_batch(batch)
+                    total += batch.num_rows
+            if writer is None and text is None:  # an empty answer still makes a file
+                empty = self.con.execute(sqls[0]).fetch_arrow_table().schema if sqls else None
+                if fmt == "parquet" and empty is not None:
+                    pq.write_table(pa.table({n: [] for n in empty.names}, schema=empty), str(path))
+                elif fmt == "csv" and empty is not None:
+                    pacsv.write_csv(pa.table({n: [] for n in empty.names}, schema=empty), str(path))
+                else:
+                    path.write_text("", encoding="utf-8")
+        finally:
+            if writer is not None:
+                writer.close()
+            if text is not None:
+                text.close()
+        return total
+
+
+# ======================================================================== loading
+
+
+def _actions(
+    schema: Schema | None, types: Iterable[EntityUID], program: Program
+) -> list[EntityUID]:
+    if schema is not None:
+        return sorted(schema.actions)
+    found = set(types)
+    for pol in read_program(program):
+        for _op, arg in pol.tests["action"]:
+            for u in arg if isinstance(arg, frozenset) else (arg,):
+                if type(u) is EntityUID:
+                    found.add(u)
+    return sorted(found)
+
+
+class _Loaded:
+    """What a load leaves for the engine: the uid numbering and the population."""
+
+    def __init__(self, uids: list[EntityUID], spec: TableSpec, stored_types: set[str]) -> None:
+        self.uids = uids
+        self.eid = {u: i for i, u in enumerate(uids)}
+        self.spec = spec
+        self.stored_types = frozenset(stored_types)
+        self._unknown: dict[EntityUID, int] = {}
+
+    def eid_exp(self, uid: EntityUID) -> Any:
+        from .lower import num
+
+        i = self.eid.get(uid)
+        if i is None:  # a uid no table holds (from the context): equal only to itself
+            i = self._unknown.setdefault(uid, -1 - len(self._unknown))
+        return num(i)
+
+
+def load_entities(
+    con: Any, entities: Iterable[Entity], schema: Schema | None, program: Program
+) -> _Loaded:
+    """Copy entities held in process into DuckDB tables (via Arrow)."""
+    import pyarrow as pa
+
+    from .types import arrow_type
+
+    ents = list(entities)
+    spec = table_spec(schema, ents)
+    uid_set = set(entity_uids(ents)) | program_uids(program)
+    if schema is not None:
+        uid_set.update(schema.actions)
+    uids = sorted(uid_set)
+    loaded = _Loaded(uids, spec, {e.uid.type for e in ents})
+    eid = loaded.eid
+    by_type: dict[str, list[Entity]] = {}
+    for e in ents:
+        by_type.setdefault(e.uid.type, []).append(e)
+    for etype, tbl in spec.tables.items():
+        rows = by_type.get(etype, [])
+        rows.sort(key=lambda e: eid[e.uid])
+        cols: dict[str, Any] = {"eid": pa.array([eid[e.uid] for e in rows], pa.int32())}
+        for attr, (cname, ty) in tbl.attrs.items():
+            if not ty.supported:
+                continue
+            vals = []
+            for e in rows:
+                v = e.attrs.get(attr)
+                try:
+                    vals.append(None if v is None else convert(ty, v, eid))
+                except _Mismatch:
+                    raise SqlError(
+                        f"entity {e.uid}: attribute `{attr}` does not have the type {ty} "
+                        "the table was laid out with"
+                    ) from None
+            cols[cname] = pa.array(vals, arrow_type(ty))
+        if tbl.tags is not None and tbl.tags.supported:
+            mt = pa.map_(pa.string(), arrow_type(tbl.tags))
+            tv = []
+            for e in rows:
+                try:
+                    tv.append([(k, convert(tbl.tags, v, eid)) for k, v in sorted(e.tags.items())])
+                except _Mismatch:
+                    raise SqlError(
+                        f"entity {e.uid}: a tag does not have the type {tbl.tags}"
+                    ) from None
+            cols["tags"] = pa.array(tv, mt)
+        _create(con, tbl.table, pa.table(cols))
+    stored = {e.uid for e in ents}
+    _create(
+        con,
+        "polang_uid",
+        pa.table(
+            {
+                "eid": pa.array(range(len(uids)), pa.int32()),
+                "type": pa.array([u.type for u in uids], pa.string()),
+                "id": pa.array([u.id for u in uids], pa.string()),
+                "stored": pa.array([u in stored for u in uids], pa.bool_()),
+            }
+        ),
+    )
+    edges = [(eid[e.uid], eid[p]) for e in ents for p in e.parents]
+    _create(
+        con,
+        "polang_parent",
+        pa.table(
+            {
+                "eid": pa.array([a for a, _ in edges], pa.int32()),
+                "peid": pa.array([b for _, b in edges], pa.int32()),
+            }
+        ),
+    )
+    con.execute(ANC_SQL)
+    return loaded
+
+
+def _create(con: Any, name: str, table: Any) -> None:
+    con.register("_polang_load", table)
+    try:
+        con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM _polang_load')
+    finally:
+        con.unregister("_polang_load")
+
+
+# ======================================================================== the engine
+
+
+class DuckDBEngine(SqlEngine):
+    """The queries on DuckDB over entities held in process.
+
+    Policies SQL cannot express run as a Python UDF over the same entities (exact, one
+    call per candidate pair of their scope), so every answer is complete.
+    """
+
+    def __init__(
+        self,
+        program: Program,
+        entities: EntityFacts | Iterable[Entity],
+        schema: Schema | None = None,
+        *,
+        con: Any = None,
+        threads: int | None = None,
+        memory_limit: str | None = None,
+        batch_pairs: int = DEFAULT_BATCH_PAIRS,
+        udf: bool = True,
+    ) -> None:
+        self.con = con if con is not None else connect(threads=threads, memory_limit=memory_limit)
+        facts = entities if isinstance(entities, EntityFacts) else EntityFacts(entities)
+        self.facts = facts
+        loaded = load_entities(self.con, facts.entities, schema, program)
+        self.loaded = loaded
+        action_anc = schema.action_ancestors if schema is not None else facts.ancestors_of
+        pop = Population(
+            Layout(loaded.spec.tables, loaded.eid_exp),
+            loaded.stored_types,
+            _actions(
+                schema,
+                (u for u in loaded.uids if u in facts.entities and is_action_type(u.type)),
+                program,
+            ),
+            action_anc,
+            schema,
+        )
+        self._ctx: RecordValue = RecordValue()
+        super().__init__(
+            DuckRunner(self.con),
+            program,
+            pop,
+            udf=udf,
+            uid_of=loaded.uids.__getitem__,
+            eid_of=self._eid_of_stored,
+            set_context=self._set_ctx,
+            resource_eids=self._eids_of_types,
+            batch_pairs=batch_pairs,
+            count_of=self._count,
+        )
+        if udf:
+            self._register_udf(program)
+
+    def _eid_of_stored(self, uid: EntityUID) -> int | None:
+        if self.facts.get(uid) is None:
+            return None
+        return self.loaded.eid.get(uid)
+
+    def _set_ctx(self, ctx: RecordValue | None) -> None:
+        self._ctx = ctx if ctx is not None else RecordValue()
+
+    def _eids_of_types(self, types: list[str]) -> list[int]:
+        out: list[int] = []
+        for t in types:
+            tbl = self.loaded.spec.tables.get(t)
+            if tbl is None:
+                continue
+            out.extend(r[0] for r in self.con.execute(f'SELECT eid FROM "{tbl.table}"').fetchall())
+        out.sort()
+        return out
+
+    def _count(self, types: list[str]) -> int:
+        n = 0
+        for t in types:
+            tbl = self.loaded.spec.tables.get(t)
+            if tbl is not None:
+                n += self.con.execute(f'SELECT count(*) FROM "{tbl.table}"').fetchone()[0]
+        return n
+
+    def _register_udf(self, program: Program) -> None:
+        from duckdb.sqltypes import INTEGER
+
+        compiler = Compiler(program)
+        fns = [compiler.fn(p.cond_pred) for p in read_program(program)]
+        uids = self.loaded.uids
+        facts = self.facts
+
+        def policy(i: int, a: int, p: int, r: int) -> int | None:
+            req = Request(uids[p], uids[a], uids[r], self._ctx)
+            try:
+                v = fns[i](req, facts)
+            except EvaluationError:
+                return None
+            if v is True:
+                return 1
+            if v is False:
+                return 0
+            return None  # a non-Bool condition is a type error
+
+        self.con.create_function(
+            UDF_NAME, policy, [INTEGER, INTEGER, INTEGER, INTEGER], INTEGER, side_effects=False
+        )
+
+    def close(self) -> None:
+        self.con.close()

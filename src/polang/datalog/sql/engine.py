@@ -1,0 +1,352 @@
+"""Running the queries: the shared driver, results, and writing answers to files.
+
+:class:`SqlEngine` owns a :class:`~polang.datalog.sql.plan.Planner` over a loaded
+population and turns each query into per-action SQL; a backend (DuckDB, Spark) executes
+the text. The DuckDB backend runs the matrix in batches of resources (each a range of
+``eid``), so the aggregation that removes duplicate grants never holds more than one
+batch, and streams each batch's rows to the output file as Arrow record batches.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from sqlglot import exp
+
+from polang.datalog.ir import Program
+from polang.language.values import EntityUID, RecordValue
+
+from .lower import alias, col, num
+from .plan import ActionQuery, Fallback, Planner, Population, decision_query
+from .tables import SqlError
+
+Format = Literal["parquet", "csv", "jsonl"]
+FORMATS = ("parquet", "csv", "jsonl")
+
+DEFAULT_BATCH_PAIRS = 200_000_000
+"""A matrix batch covers at most this many (principal, resource) candidate pairs of one
+action (the upper bound of the rows its aggregation holds)."""
+
+
+class SqlFallback(SqlError):
+    """The question cannot be answered in SQL as asked (e.g. a queried entity the tables
+    do not hold); answer it in process instead."""
+
+
+@dataclass(frozen=True, slots=True)
+class SqlEntry:
+    principal: EntityUID
+    action: EntityUID
+    resource: EntityUID
+    decision: str  # "allow" | "conditional"
+    reasons: tuple[str, ...] = ()
+    residuals: tuple[str, ...] = ()
+
+    @property
+    def triple(self) -> tuple[EntityUID, EntityUID, EntityUID]:
+        return (self.principal, self.action, self.resource)
+
+
+@dataclass(slots=True)
+class SqlStats:
+    elapsed_s: float = 0.0
+    batches: int = 0
+    rows: int = 0
+    queries: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "elapsed_s": round(self.elapsed_s, 6),
+            "batches": self.batches,
+            "rows": self.rows,
+            "queries": self.queries,
+        }
+
+
+@dataclass(slots=True)
+class SqlResult:
+    """A query's answer (``entries``; empty when it was written to ``output``)."""
+
+    kind: str
+    entries: list[SqlEntry] = field(default_factory=list)
+    fallbacks: list[Fallback] = field(default_factory=list)
+    stats: SqlStats = field(default_factory=SqlStats)
+    output: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """No entry is conditional (every policy ran in SQL or as a UDF)."""
+        return not any(f.how == "conditional" for f in self.fallbacks)
+
+    def triples(self) -> Iterator[tuple[EntityUID, EntityUID, EntityUID]]:
+        for e in self.entries:
+            if e.decision == "allow":
+                yield e.triple
+
+    def __len__(self) -> int:
+        return self.stats.rows
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "complete": self.complete,
+            "rows": self.stats.rows,
+            "output": self.output,
+            "fallbacks": [f.to_dict() for f in self.fallbacks],
+            "stats": self.stats.to_dict(),
+        }
+
+
+class Runner(Protocol):
+    """What a backend offers the driver."""
+
+    dialect: str
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]: ...
+
+    def write(self, sqls: Sequence[str], path: Path, fmt: Format) -> int: ...
+
+
+def _fallbacks_unique(fbs: list[Fallback]) -> list[Fallback]:
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for f in fbs:
+        key = (f.policy_id, str(f.action), f.principal_type, f.resource_type)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+class SqlEngine:
+    """The queries over one loaded population (see ``backends``)."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        program: Program,
+        population: Population,
+        *,
+        udf: bool = False,
+        uid_of: Callable[[int], EntityUID],
+        eid_of: Callable[[EntityUID], int | None],
+        set_context: Callable[[RecordValue | None], None] | None = None,
+        resource_eids: Callable[[list[str]], list[int]],
+        batch_pairs: int = DEFAULT_BATCH_PAIRS,
+        count_of: Callable[[list[str]], int],
+    ) -> None:
+        self.runner = runner
+        self.program = program
+        self.population = population
+        self.planner = Planner(program, population, runner.dialect, udf=udf)
+        self.policy_ids = [p.policy_id for p in self.planner.policies]
+        self._uid_of = uid_of
+        self._eid_of = eid_of
+        self._set_context = set_context
+        self._resource_eids = resource_eids
+        self._count_of = count_of
+        self.batch_pairs = batch_pairs
+
+    # -- SQL text ------------------------------------------------------------------------------
+
+    def _decoded(self, dq: exp.Select, action: EntityUID, reasons: bool) -> exp.Select:
+        """The decision rows with uids as strings, in (resource, principal) order."""
+        sel = exp.select(
+            alias(col("type", "pu"), "principal_type"),
+            alias(col("id", "pu"), "principal_id"),
+            alias(exp.Literal.string(action.type), "action_type"),
+            alias(exp.Literal.string(action.id), "action_id"),
+            alias(col("type", "ru"), "resource_type"),
+            alias(col("id", "ru"), "resource_id"),
+            alias(col("decision", "d"), "decision"),
+        ).from_(alias(exp.Subquery(this=dq), "d"), copy=False)
+        if reasons:
+            sel = sel.select(col("reasons", "d"), col("residuals", "d"), append=True, copy=False)
+        sel = sel.join(
+            alias(exp.to_table("polang_uid"), "pu"),
+            on=exp.EQ(this=col("eid", "pu"), expression=col("p", "d")),
+            copy=False,
+        ).join(
+            alias(exp.to_table("polang_uid"), "ru"),
+            on=exp.EQ(this=col("eid", "ru"), expression=col("r", "d")),
+            copy=False,
+        )
+        return sel.order_by(col("r", "d"), col("p", "d"))
+
+    def action_sql(
+        self,
+        aq: ActionQuery,
+        *,
+        where: exp.Expression | None = None,
+        reasons: bool = False,
+        decoded: bool = True,
+    ) -> str | None:
+        dq = decision_query(aq, self.planner.fn, where=where, reasons=reasons)
+        if dq is None:
+            return None
+        q = self._decoded(dq, aq.action, reasons) if decoded else dq
+        return q.sql(dialect=self.runner.dialect)
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def _context(self, context: RecordValue | Mapping[str, Any] | None) -> RecordValue | None:
+        if context is None or isinstance(context, RecordValue):
+            ctx = context
+        elif isinstance(context, Mapping):
+            ctx = RecordValue(context)
+        else:
+            raise SqlError(
+                f"context must be a record (a mapping) or None, not {type(context).__name__}"
+            )
+        if self._set_context is not None:
+            self._set_context(ctx)
+        return ctx
+
+    def _entries(self, rows: list[tuple[Any, ...]], reasons: bool) -> list[SqlEntry]:
+        out = []
+        ids = self.policy_ids
+        for row in rows:
+            pt, pi, at, ai, rt, ri, d = row[:7]
+            rs: tuple[str, ...] = ()
+            res: tuple[str, ...] = ()
+            if reasons:
+                rs = tuple(sorted({ids[i] for i in (row[7] or ())}))
+                res = tuple(sorted({ids[i] for i in (row[8] or ())}))
+            out.append(
+                SqlEntry(EntityUID(pt, pi), EntityUID(at, ai), EntityUID(rt, ri), d, rs, res)
+            )
+        return out
+
+    def _run(
+        self,
+        kind: str,
+        jobs: list[tuple[ActionQuery, list[exp.Expression | None]]],
+        output: str | Path | None,
+        fmt: Format,
+        reasons: bool,
+    ) -> SqlResult:
+        t0 = time.perf_counter()
+        res = SqlResult(kind)
+        sqls: list[str] = []
+        for aq, wheres in jobs:
+            res.fallbacks.extend(aq.fallbacks)
+            for w in wheres:
+                s = self.action_sql(aq, where=w, reasons=reasons)
+                if s is not None:
+                    sqls.append(s)
+        res.fallbacks = _fallbacks_unique(res.fallbacks)
+        res.stats.queries = len(sqls)
+        res.stats.batches = len(sqls)
+        if output is not None:
+            if fmt not in FORMATS:
+                raise SqlError(f"unknown output format {fmt!r}; known: {', '.join(FORMATS)}")
+            res.stats.rows = self.runner.write(sqls, Path(output), fmt)
+            res.output = str(output)
+        else:
+            for s in sqls:
+                res.entries.extend(self._entries(self.runner.rows(s), reasons))
+            res.stats.rows = len(res.entries)
+        res.stats.elapsed_s = time.perf_counter() - t0
+        return res
+
+    def access_matrix(
+        self,
+        context: RecordValue | Mapping[str, Any] | None = None,
+        *,
+        actions: Sequence[EntityUID] | None = None,
+        output: str | Path | None = None,
+        format: Format = "parquet",
+        reasons: bool = False,
+        batch_pairs: int | None = None,
+    ) -> SqlResult:
+        """Every allowed (and conditional) triple, by action, resource, principal."""
+        ctx = self._context(context)
+        budget = batch_pairs or self.batch_pairs
+        jobs: list[tuple[ActionQuery, list[exp.Expression | None]]] = []
+        for a in actions if actions is not None else self.population.actions:
+            aq = self.planner.action_query(a, ctx)
+            if not aq.branches:
+                jobs.append((aq, []))
+                continue
+            n_p = max(1, self._count_of(aq.principal_types))
+            eids = self._resource_eids(aq.resource_types)
+            per = max(1, budget // n_p)
+            wheres: list[exp.Expression | None] = []
+            if len(eids) <= per:
+                wheres.append(None)
+            else:
+                for i in range(0, len(eids), per):
+                    chunk = eids[i : i + per]
+                    wheres.append(
+                        exp.Between(this=col("r", "x"), low=num(chunk[0]), high=num(chunk[-1]))
+                    )
+            jobs.append((aq, wheres))
+        return self._run("matrix", jobs, output, format, reasons)
+
+    def _stored(self, uid: EntityUID, what: str) -> int:
+        eid = self._eid_of(uid)
+        if eid is None:
+            raise SqlFallback(f"{what} {uid} is not a stored entity: answer this query in process")
+        return eid
+
+    def who_can(
+        self,
+        action: EntityUID,
+        resource: EntityUID,
+        context: RecordValue | Mapping[str, Any] | None = None,
+        *,
+        output: str | Path | None = None,
+        format: Format = "parquet",
+        reasons: bool = False,
+    ) -> SqlResult:
+        """Every principal allowed ``action`` on ``resource``, in order."""
+        ctx = self._context(context)
+        rid = self._stored(resource, "the resource")
+        aq = self.planner.action_query(action, ctx, resource_types=[resource.type])
+        where = exp.EQ(this=col("r", "x"), expression=num(rid))
+        return self._run("who_can", [(aq, [where])], output, format, reasons)
+
+    def what_can(
+        self,
+        principal: EntityUID,
+        action: EntityUID | None = None,
+        context: RecordValue | Mapping[str, Any] | None = None,
+        *,
+        output: str | Path | None = None,
+        format: Format = "parquet",
+        reasons: bool = False,
+    ) -> SqlResult:
+        """Every (action, resource) ``principal`` is allowed, by action then resource."""
+        ctx = self._context(context)
+        pid = self._stored(principal, "the principal")
+        schema = self.population.schema
+        jobs: list[tuple[ActionQuery, list[exp.Expression | None]]] = []
+        for a in [action] if action is not None else self.population.actions:
+            if schema is not None:
+                ad = schema.action(a)
+                if ad is None or not ad.applies_to or principal.type not in ad.principal_types:
+                    continue
+            aq = self.planner.action_query(a, ctx, principal_types=[principal.type])
+            jobs.append((aq, [exp.EQ(this=col("p", "x"), expression=num(pid))]))
+        return self._run("what_can", jobs, output, format, reasons)
+
+    # -- printing ---------------------------------------------------------------------------------
+
+    def sql_text(self, context: RecordValue | Mapping[str, Any] | None = None) -> str:
+        """The matrix as SQL, one statement per action (what ``polang rules --sql`` prints)."""
+        ctx = self._context(context)
+        parts = []
+        for a in self.population.actions:
+            aq = self.planner.action_query(a, ctx)
+            s = self.action_sql(aq)
+            parts.append(f"-- action {a}")
+            for f in aq.fallbacks:
+                parts.append(
+                    f"-- {f.policy_id} ({f.principal_type}, {f.resource_type}): {f.how}: {f.reason}"
+                )
+            parts.append((s or "-- no policy applies") + ";" if s else "-- no policy applies")
+        return "\n".join(parts) + "\n"
