@@ -358,14 +358,14 @@ PROPERTIES: tuple[Property, ...] = (
         "http_request_timeout",
         _seconds(0.001),
         "seconds > 0",
-        "Timeout of each outbound HTTP request.",
+        "Deadline of each outbound fetch as a whole (retries, redirects and body included).",
     ),
     Property(
         "ENGINE_HTTP_MAX_RETRIES",
         "http_max_retries",
         _count(0, "a number of retries"),
         "a whole number >= 0",
-        "Retries after a failed outbound request (connection error, timeout, 5xx).",
+        "Retries of a failed outbound fetch (connection error, 408/425/429/5xx; Retry-After).",
     ),
     Property(
         "ENGINE_HTTP_MAX_RESPONSE_SIZE_BYTES",

@@ -7,6 +7,11 @@ and any path can be made to fail. TLS uses a certificate from a test CA (trustme
 
 Reusable: ``OidcProvider(server_ssl_context, prefix="/realms/a")`` then ``.start()``;
 or use the ``oidc`` fixtures from ``tests/tokens/conftest.py``.
+
+Hostile behaviour for fetch tests: ``routes`` maps a path to a handler that answers
+instead (see :func:`redirect`, :func:`drip`, :func:`blocked`, :func:`status`), and
+``tls=None`` serves plain HTTP. ``connections`` counts accepted connections, including
+those whose TLS handshake failed.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import time
 import uuid
 import zlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -125,6 +130,9 @@ class OidcProvider:
     fail: dict[str, int] = field(default_factory=dict)  # path -> HTTP status to answer
     discovery_issuer: str | None = None  # a different issuer in the discovery document
     requests: Counter[str] = field(default_factory=Counter)
+    routes: dict[str, Handler] = field(default_factory=dict)  # path -> custom answer
+    tls: bool = True  # False: plain HTTP on loopback
+    connections: int = 0
 
     def __post_init__(self) -> None:
         self._server: ThreadingHTTPServer | None = None
@@ -137,18 +145,32 @@ class OidcProvider:
     def start(self) -> OidcProvider:
         provider = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class RequestHandler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
             def do_GET(self) -> None:
-                provider._handle(self)
+                try:
+                    provider._handle(self)
+                except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+                    self.close_connection = True  # the client gave up (deadline tests)
 
-        server = ThreadingHTTPServer((self.host_ip, 0), Handler)
-        server.daemon_threads = True
-        server.socket = self.server_context.wrap_socket(server.socket, server_side=True)
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def get_request(self) -> Any:
+                with provider._lock:
+                    provider.connections += 1
+                return super().get_request()
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # failed handshakes and dropped clients are what these tests make
+
+        server = Server((self.host_ip, 0), RequestHandler)
+        if self.tls:
+            server.socket = self.server_context.wrap_socket(server.socket, server_side=True)
         self._server = server
         self._port = int(server.server_address[1])
         self._thread = threading.Thread(
@@ -174,7 +196,10 @@ class OidcProvider:
 
     @property
     def base(self) -> str:
-        return f"https://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
+
+    def url(self, path: str) -> str:
+        return f"{self.base}{path}"
 
     @property
     def issuer(self) -> str:
@@ -271,18 +296,33 @@ class OidcProvider:
         with self._lock:
             self.requests[path] += 1
             failing = self.fail.get(path)
+            route = self.routes.get(path)
         if failing is not None:
             self._send(h, failing, b"failing on purpose", "text/plain")
             return
+        if route is not None:
+            route(h)
+            return
+        self.serve(h)
+
+    def discovery_document(self) -> dict[str, Any]:
+        return {
+            "issuer": self.discovery_issuer or self.issuer,
+            "jwks_uri": f"{self.base}{self.jwks_path}",
+            "authorization_endpoint": f"{self.issuer}/authorize",
+            "token_endpoint": f"{self.issuer}/token",
+            "id_token_signing_alg_values_supported": sorted({k.alg for k in self.keys}),
+        }
+
+    def serve_discovery(self, h: BaseHTTPRequestHandler) -> None:
+        """The discovery document (also usable as a route at any path)."""
+        self._send(h, 200, json.dumps(self.discovery_document()).encode(), "application/json")
+
+    def serve(self, h: BaseHTTPRequestHandler) -> None:
+        """The provider's own answer for ``h.path`` (custom routes may end with it)."""
+        path = h.path.split("?", 1)[0]
         if path == self.discovery_path:
-            doc = {
-                "issuer": self.discovery_issuer or self.issuer,
-                "jwks_uri": f"{self.base}{self.jwks_path}",
-                "authorization_endpoint": f"{self.issuer}/authorize",
-                "token_endpoint": f"{self.issuer}/token",
-                "id_token_signing_alg_values_supported": sorted({k.alg for k in self.keys}),
-            }
-            self._send(h, 200, json.dumps(doc).encode(), "application/json")
+            self.serve_discovery(h)
         elif path == self.jwks_path:
             with self._lock:
                 body = json.dumps({"keys": [k.jwk for k in self.keys]}).encode()
@@ -313,6 +353,71 @@ class OidcProvider:
             h.send_header(k, v)
         h.end_headers()
         h.wfile.write(body)
+
+
+Handler = Callable[[BaseHTTPRequestHandler], None]
+
+
+def send(
+    h: BaseHTTPRequestHandler,
+    status: int,
+    body: bytes = b"",
+    headers: Mapping[str, str] | None = None,
+    ctype: str = "application/octet-stream",
+) -> None:
+    """Answer ``h`` with ``status``, ``body`` (Content-Length set) and extra headers."""
+    OidcProvider._send(h, status, body, ctype, dict(headers or {}))
+
+
+def body(data: bytes, headers: Mapping[str, str] | None = None, status: int = 200) -> Handler:
+    """Always answer ``status`` with ``data``."""
+    return lambda h: send(h, status, data, headers)
+
+
+def redirect(location: str, status: int = 302) -> Handler:
+    return lambda h: send(h, status, b"", {"Location": location})
+
+
+def status(code: int, headers: Mapping[str, str] | None = None) -> Handler:
+    return lambda h: send(h, code, b"not now", headers, "text/plain")
+
+
+def drip(data: bytes, every: float, *, in_headers: bool = False) -> Handler:
+    """Send ``data`` one byte at a time, ``every`` seconds apart (a slow-loris server).
+
+    ``in_headers``: drip the status line and headers too, so not even they complete.
+    """
+
+    def handle(h: BaseHTTPRequestHandler) -> None:
+        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+        if in_headers:
+            stream = head + data
+        else:
+            h.wfile.write(head)
+            h.wfile.flush()
+            stream = data
+        for i in range(len(stream)):
+            h.wfile.write(stream[i : i + 1])
+            h.wfile.flush()
+            time.sleep(every)
+        h.close_connection = True
+
+    return handle
+
+
+def blocked(
+    release: threading.Event, then: Handler, entered: threading.Event | None = None
+) -> Handler:
+    """Hold the request until ``release`` is set (``entered`` tells when it arrived), then
+    answer with ``then``."""
+
+    def handle(h: BaseHTTPRequestHandler) -> None:
+        if entered is not None:
+            entered.set()
+        release.wait(30)
+        then(h)
+
+    return handle
 
 
 def hs256_with_public_key(provider_key: SigningKey, claims: dict[str, Any]) -> str:

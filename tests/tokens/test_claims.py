@@ -171,6 +171,10 @@ def test_json_mapping() -> None:
         apply_mapping("[1]", JSON, "c")
     with pytest.raises(ClaimError, match="JSON object"):
         apply_mapping("{bad", JSON, "c")
+    # a claim string holding JSON nested past the limit is a claim error, not a crash
+    deep = '{"a":' * 5_000 + "1" + "}" * 5_000
+    with pytest.raises(ClaimError, match="deeper than the limit of 128 levels"):
+        apply_mapping(deep, JSON, "c")
 
 
 EMAIL_T = RecordType({"uid": Attribute(STRING), "domain": Attribute(STRING)})

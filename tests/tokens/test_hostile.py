@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import ssl
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,8 @@ from polang.errors import ConfigError
 from polang.tokens import TokenProcessor, TokenSettings
 from polang.tokens.settings import DEFAULT_TOKEN_MAX_SIZE
 
-from .oidc_server import OidcProvider
+from .conftest import issuer_record
+from .oidc_server import OidcProvider, blocked, body, drip, redirect
 from .test_engine_multi_issuer import ACCESS, READ, SCHEMA, doc, issuers_for, write_store
 
 
@@ -144,3 +146,323 @@ def test_a_huge_mapping_is_not_echoed_whole(make_processor: Callable[..., TokenP
     out = proc.process([{"mapping": "x" * 100_000, "payload": "a.b.c"}])
     assert out.dropped[0].kind == "invalid_input"
     assert len(out.dropped[0].message) < 300
+
+
+# ---------------------------------------------------------------- request amplification
+
+
+def one(proc: TokenProcessor, token: str, mapping: str = ACCESS) -> tuple[str, str]:
+    out = proc.process([TokenInput(mapping, token)])
+    return (out.dropped[0].kind, out.dropped[0].message) if out.dropped else ("ok", "")
+
+
+def non_well_known(provider: OidcProvider, name: str = "Acme") -> dict[str, Any]:
+    """An issuer record whose endpoint does not say the issuer: it must be discovered."""
+    provider.routes["/discovery"] = provider.serve_discovery
+    return {
+        "name": name,
+        "openid_configuration_endpoint": provider.url("/discovery"),
+        "token_metadata": {"access_token": {"entity_type_name": f"{name}::Access_token"}},
+    }
+
+
+def test_forged_tokens_with_random_iss_cause_no_fetch(
+    make_provider: Callable[..., OidcProvider], make_processor: Callable[..., TokenProcessor]
+) -> None:
+    known = make_provider("/realms/acme")
+    hidden = make_provider("/hidden")
+    proc = make_processor(
+        {"acme": issuer_record(known), "hidden": non_well_known(hidden, "Hidden")},
+        token_cache_capacity=0,
+    )
+    for i in range(50):
+        tok = forged({"alg": "RS256", "kid": f"k{i}"}, {"iss": f"https://evil{i}.example/x"})
+        assert one(proc, tok)[0] == "untrusted_issuer"
+    assert sum(known.requests.values()) == 0
+    assert sum(hidden.requests.values()) == 0
+
+
+def test_discovery_of_an_unknown_identity_is_cooled_down(
+    make_provider: Callable[..., OidcProvider],
+    make_processor: Callable[..., TokenProcessor],
+    clock: Any,
+) -> None:
+    p = make_provider("/hidden")
+    record = non_well_known(p)
+    p.fail["/discovery"] = 500  # the provider is down
+    proc = make_processor({"acme": record}, token_cache_capacity=0)
+    for i in range(50):  # an iss on the endpoint's host, with random paths
+        tok = forged({"alg": "RS256"}, {"iss": f"{p.base}/random{i}", "jti": "j"})
+        assert one(proc, tok)[0] == "untrusted_issuer"
+    assert p.requests["/discovery"] == 1  # then ENGINE_JWKS_MIN_REFRESH_INTERVAL (30 s)
+    clock.advance(31)
+    del p.fail["/discovery"]
+    assert one(proc, p.token(iss=p.issuer, jti="ok"))[0] == "ok"
+    assert p.requests["/discovery"] == 2
+    for i in range(20):  # known now: no more discovery for anyone
+        one(proc, forged({"alg": "RS256"}, {"iss": f"{p.base}/again{i}"}))
+    assert p.requests["/discovery"] == 2
+
+
+def test_unknown_kids_cause_at_most_one_refetch(
+    make_provider: Callable[..., OidcProvider], make_processor: Callable[..., TokenProcessor]
+) -> None:
+    p = make_provider("/realms/acme")
+    proc = make_processor({"acme": issuer_record(p)}, token_cache_capacity=0)
+    for i in range(50):
+        tok = forged({"alg": "RS256", "kid": f"random-{i}"}, {"iss": p.issuer, "jti": "x"})
+        assert one(proc, tok)[0] == "signature"
+    assert p.requests[p.discovery_path] == 1
+    # the first fetch, then one refetch for an unknown kid (a rotation?), then the
+    # ENGINE_JWKS_MIN_REFRESH_INTERVAL cooldown (30 s) for the other 48
+    assert p.requests[p.jwks_path] == 2
+    assert one(proc, p.token())[0] == "ok"  # real tokens are still fine
+    assert p.requests[p.jwks_path] == 2
+
+
+def test_unverified_tokens_cannot_multiply_status_list_fetches(
+    make_provider: Callable[..., OidcProvider], make_processor: Callable[..., TokenProcessor]
+) -> None:
+    p = make_provider("/realms/acme")
+    proc = make_processor({"acme": issuer_record(p)}, sig_validation=False, token_cache_capacity=0)
+    for i in range(50):
+        claims = p.claims(status={"status_list": {"idx": 0, "uri": p.status_uri(f"r{i}")}})
+        assert one(proc, forged({"alg": "RS256"}, claims))[0] == "status_unavailable"
+    fetched = sum(n for path, n in p.requests.items() if "/status/" in path)
+    assert fetched == 1
+
+
+# ---------------------------------------------------------------- no lock across the network
+
+
+def test_a_known_key_never_waits_for_a_refetch(
+    make_provider: Callable[..., OidcProvider], make_processor: Callable[..., TokenProcessor]
+) -> None:
+    p = make_provider("/realms/acme")
+    proc = make_processor({"acme": issuer_record(p)}, token_cache_capacity=0, http_timeout=20)
+    assert one(proc, p.token())[0] == "ok"  # keys known
+    release, entered = threading.Event(), threading.Event()
+    p.routes[p.jwks_path] = blocked(release, p.serve, entered)  # a slow JWKS from now on
+    stranger = p.add_key("RS256", kid="made-up", slot=2, publish=False)
+    results: dict[str, str] = {}
+    attacker = threading.Thread(
+        target=lambda: results.update(attacker=one(proc, p.token(key=stranger))[0])
+    )
+    good_done = threading.Event()
+
+    def good() -> None:
+        results["good"] = one(proc, p.token())[0]
+        good_done.set()
+
+    try:
+        attacker.start()
+        assert entered.wait(10)  # the unknown kid's refetch is now stuck on the JWKS
+        threading.Thread(target=good).start()
+        assert good_done.wait(10), "a token with a known kid waited for the refetch"
+        assert not release.is_set() and attacker.is_alive()
+        assert results["good"] == "ok"
+    finally:
+        release.set()
+        attacker.join(10)
+    assert results["attacker"] == "signature"
+
+
+def test_stale_keys_serve_while_another_thread_refreshes(
+    make_provider: Callable[..., OidcProvider],
+    make_processor: Callable[..., TokenProcessor],
+    clock: Any,
+) -> None:
+    p = make_provider("/realms/acme")
+    proc = make_processor({"acme": issuer_record(p)}, token_cache_capacity=0, http_timeout=20)
+    assert one(proc, p.token())[0] == "ok"
+    clock.advance(4000)  # past the JWKS lifetime: the next token refreshes
+    release, entered = threading.Event(), threading.Event()
+    p.routes[p.jwks_path] = blocked(release, p.serve, entered)
+    results: dict[str, str] = {}
+    refresher = threading.Thread(target=lambda: results.update(first=one(proc, p.token())[0]))
+    try:
+        refresher.start()
+        assert entered.wait(10)
+        done = threading.Event()
+        threading.Thread(
+            target=lambda: (results.update(second=one(proc, p.token())[0]), done.set())
+        ).start()
+        assert done.wait(10), "a token with a known kid waited for the expiry refresh"
+        assert results["second"] == "ok" and refresher.is_alive()
+    finally:
+        release.set()
+        refresher.join(10)
+    assert results["first"] == "ok"
+
+
+# ---------------------------------------------------------------- deadlines and redirects
+
+
+def test_a_dripping_jwks_is_a_drop_within_the_deadline(
+    make_provider: Callable[..., OidcProvider], make_processor: Callable[..., TokenProcessor]
+) -> None:
+    p = make_provider("/realms/acme")
+    p.routes[p.jwks_path] = drip(b'{"keys": []}' * 100, every=0.05)
+    proc = make_processor({"acme": issuer_record(p)}, http_timeout=0.5, http_max_retries=3)
+    kind, message = one(proc, p.token())
+    assert kind == "signature"
+    assert "JWKS fetch failed" in message and "timed out after 0.5 s" in message
+
+
+def test_discovery_redirected_to_http_is_refused(
+    make_provider: Callable[..., OidcProvider],
+    make_processor: Callable[..., TokenProcessor],
+    server_ssl_context: ssl.SSLContext,
+) -> None:
+    p = make_provider("/realms/acme")
+    plain = OidcProvider(server_ssl_context, prefix="/realms/acme", tls=False)
+    plain.keys = p.keys
+    plain.start()
+    try:
+        p.routes[p.discovery_path] = redirect(plain.url(plain.discovery_path))
+        proc = make_processor({"acme": issuer_record(p)})
+        kind, message = one(proc, p.token())
+        assert kind == "signature"
+        assert "redirect from https://" in message and "refused" in message
+        assert sum(plain.requests.values()) == 0
+    finally:
+        plain.stop()
+
+
+# ---------------------------------------------------------------- numbers outside Long
+
+
+@pytest.mark.parametrize(
+    ("claim", "value"),
+    [("exp", 10**20), ("exp", 10**400), ("nbf", -(10**19)), ("iat", 1e300)],
+)
+def test_time_claims_outside_long_are_a_clear_drop(
+    make_provider: Callable[..., OidcProvider],
+    make_processor: Callable[..., TokenProcessor],
+    claim: str,
+    value: int | float,
+) -> None:
+    p = make_provider("/realms/acme")
+    proc = make_processor({"acme": issuer_record(p)})
+    kind, message = one(proc, p.token(**{claim: value}))
+    assert kind == "invalid_input"
+    assert f"claim {claim!r}" in message and "outside the 64-bit Long range" in message
+    assert len(message) < 200
+
+
+def test_other_big_numbers_are_tags_only(
+    make_provider: Callable[..., OidcProvider], make_processor: Callable[..., TokenProcessor]
+) -> None:
+    from polang.language.values import LONG_MAX
+
+    p = make_provider("/realms/acme")
+    proc = make_processor({"acme": issuer_record(p)})
+    out = proc.process([TokenInput(ACCESS, p.token(big=10**20, jti="n1"))])
+    [tok] = out.tokens
+    assert "big" not in tok.entity.attrs
+    assert list(tok.entity.tags["big"]) == ["100000000000000000000"]  # type: ignore[call-overload]
+    for v in tok.entity.attrs.values():
+        assert not isinstance(v, int) or abs(v) <= LONG_MAX
+
+
+# ---------------------------------------------------------------- the expected audience
+
+
+def aud_record(p: OidcProvider, issuer_aud: Any = None, token_aud: Any = None) -> dict[str, Any]:
+    rec = issuer_record(p)
+    if issuer_aud is not None:
+        rec["expected_audience"] = issuer_aud
+    if token_aud is not None:
+        rec["token_metadata"]["access_token"]["expected_audience"] = token_aud
+    return rec
+
+
+def test_expected_audience(
+    make_provider: Callable[..., OidcProvider], make_processor: Callable[..., TokenProcessor]
+) -> None:
+    p = make_provider("/realms/acme")
+    off = make_processor({"acme": aud_record(p)})
+    assert one(off, p.token(aud="anything"))[0] == "ok"  # off unless configured
+
+    proc = make_processor({"acme": aud_record(p, token_aud="docs-api")}, token_cache_capacity=0)
+    assert one(proc, p.token(aud="docs-api"))[0] == "ok"
+    assert one(proc, p.token(aud=["billing", "docs-api"]))[0] == "ok"
+    kind, message = one(proc, p.token(aud="billing-api"))
+    assert kind == "audience"
+    assert "'billing-api'" in message and "'docs-api'" in message
+    assert "issued for another service" in message
+    kind, message = one(proc, p.token(aud=None))
+    assert (kind, "no 'aud' claim" in message) == ("audience", True)
+    assert one(proc, p.token(aud=5))[0] == "invalid_input"
+
+    # the issuer's expected_audience is the default; a token type's wins over it
+    both = make_processor(
+        {"acme": aud_record(p, issuer_aud=["a", "b"], token_aud="c")}, token_cache_capacity=0
+    )
+    assert one(both, p.token(aud="c"))[0] == "ok"
+    assert one(both, p.token(aud="a"))[0] == "audience"
+    issuer_only = make_processor({"acme": aud_record(p, issuer_aud=["a", "b"])})
+    assert one(issuer_only, p.token(aud="b"))[0] == "ok"
+    assert one(issuer_only, p.token(aud="z"))[0] == "audience"
+
+
+# ---------------------------------------------------------------- refresh while fetching
+
+
+def test_a_store_refresh_never_breaks_a_request_in_flight(
+    tmp_path: Path,
+    client_ssl_context: ssl.SSLContext,
+    make_provider: Callable[..., OidcProvider],
+) -> None:
+    import io
+    import zipfile
+
+    acme = make_provider("/realms/acme", keys=("RS256",))
+    partner = make_provider("/partner", keys=("EdDSA",))
+
+    def archive(version: str) -> bytes:
+        root = write_store(tmp_path / version, SCHEMA, issuers_for(acme, partner))
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as zf:
+            for f in sorted(root.rglob("*")):
+                if f.is_file():
+                    text = f.read_text()
+                    if f.name == "docs.polang":
+                        text += f"\n// {version}\n"
+                    zf.writestr(str(f.relative_to(root)), text)
+        return buf.getvalue()
+
+    host = make_provider("/stores", keys=())
+    host.routes["/stores/docs.parc"] = body(archive("v1"))
+    engine = Engine(
+        {
+            "ENGINE_POLICY_STORE_URI": host.url("/stores/docs.parc"),
+            "ENGINE_POLICY_STORE_REFRESH_INTERVAL": 3600,  # refreshed by hand below
+            "ENGINE_HTTP_MAX_RETRIES": 0,
+            "ENGINE_HTTP_REQUEST_TIMEOUT": 20,
+        },
+        ssl_context=client_ssl_context,
+    )
+    release, entered = threading.Event(), threading.Event()
+    acme.routes[acme.jwks_path] = blocked(release, acme.serve, entered)
+    got: dict[str, Any] = {}
+
+    def request() -> None:
+        try:
+            tok = acme.token(scope=["docs:read"])
+            got["result"] = engine.authorize_multi_issuer([TokenInput(ACCESS, tok)], READ, doc())
+        except Exception as e:  # recorded for the assertion below
+            got["error"] = e
+
+    t = threading.Thread(target=request)
+    try:
+        t.start()
+        assert entered.wait(10)  # the request is fetching keys on the v1 snapshot
+        host.routes["/stores/docs.parc"] = body(archive("v2"))
+        assert engine._refresher.refresh_now() is True  # v1's HTTP client is retired
+    finally:
+        release.set()
+        t.join(20)
+        engine.close()
+    assert "error" not in got, got.get("error")
+    assert got["result"].decision is True and got["result"].dropped_tokens == []

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
+from polang.http import cache_control_max_age
 from polang.tokens import TokenInput, TokenProcessor
-from polang.tokens.http import cache_control_max_age
 from polang.tokens.issuers import issuer_from_endpoint
 
 from .conftest import FakeClock, issuer_record
@@ -209,7 +209,7 @@ def test_responses_over_the_size_limit_are_refused(
     proc = make_processor({"acme": issuer_record(provider)}, http_max_response_size=64)
     out = proc.process([TokenInput(MAPPING, provider.token())])
     assert out.dropped[0].kind == "signature"
-    assert "exceeds the limit" in out.dropped[0].message
+    assert "more than ENGINE_HTTP_MAX_RESPONSE_SIZE_BYTES (64)" in out.dropped[0].message
 
 
 def test_prefetch_warms_up_every_issuer(

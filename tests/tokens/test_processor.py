@@ -241,6 +241,7 @@ def test_every_drop_kind_is_known() -> None:
         "expired",
         "not_yet_valid",
         "missing_claim",
+        "audience",
         "revoked",
         "status_unavailable",
         "duplicate_token",

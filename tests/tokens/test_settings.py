@@ -293,7 +293,7 @@ def test_every_problem_is_reported() -> None:
         IssuerSettings.from_dict("acme", {"name": "Acme Corp", "colour": 1})
     assert str(e.value).splitlines() == [
         "trusted_issuers.acme.colour: unknown field 'colour'; allowed: name, description, "
-        "openid_configuration_endpoint, token_metadata",
+        "openid_configuration_endpoint, token_metadata, expected_audience",
         "trusted_issuers.acme.name: issuer name 'Acme Corp' must be a namespace name "
         "(identifiers joined by '::'): it names the issuer's TrustedIssuer namespace",
         "trusted_issuers.acme.openid_configuration_endpoint: required field "

@@ -29,7 +29,13 @@ from polang.tokens.settings import (
     translate_named_groups,
 )
 
-ISSUER_FIELDS = ("name", "description", "openid_configuration_endpoint", "token_metadata")
+ISSUER_FIELDS = (
+    "name",
+    "description",
+    "openid_configuration_endpoint",
+    "token_metadata",
+    "expected_audience",
+)
 TOKEN_FIELDS = (
     "trusted",
     "entity_type_name",
@@ -40,6 +46,7 @@ TOKEN_FIELDS = (
     "principal_mapping",
     "required_claims",
     "claim_mapping",
+    "expected_audience",
 )
 REGEX_VALUE_TYPES: tuple[str, ...] = ("String", "Number", "Boolean")
 
@@ -112,6 +119,7 @@ def check_trusted_issuer(
                 jpath(path, "openid_configuration_endpoint"),
                 "must not carry credentials or a fragment",
             )
+    audience = check_audience(rec, path, ck)
     tokens: dict[str, TokenMetadata] = {}
     raw_tokens = rec.get("token_metadata")
     if raw_tokens is not None:
@@ -143,6 +151,7 @@ def check_trusted_issuer(
         openid_configuration_endpoint=endpoint,
         description=description or "",
         token_metadata=tokens,
+        expected_audience=audience,
     )
 
 
@@ -204,6 +213,7 @@ def check_token_metadata(
             )
     required_claims = ck.string_list(rec, "required_claims", path) or ()
 
+    audience = check_audience(rec, path, ck)
     claim_mapping: dict[str, ClaimMapping] = {}
     if rec.get("claim_mapping") is not None:
         cpath = jpath(path, "claim_mapping")
@@ -227,7 +237,45 @@ def check_token_metadata(
         principal_mapping=principal_mapping,
         required_claims=required_claims,
         claim_mapping=claim_mapping,
+        expected_audience=audience,
     )
+
+
+def check_audience(rec: Mapping[str, Any], path: str, ck: Checker) -> tuple[str, ...]:
+    """``expected_audience``: one audience or a non-empty array of them (any one must be
+    in the token's ``aud``); absent or null: no audience check."""
+    value = rec.get("expected_audience")
+    if value is None:
+        return ()
+    p = jpath(path, "expected_audience")
+    if isinstance(value, str):
+        if value.strip():
+            return (value,)
+        ck.add("invalid_field", p, "must not be empty (leave the field out for no check)")
+        return ()
+    if isinstance(value, list):
+        if not value:
+            ck.add(
+                "invalid_field", p, "must not be an empty array (leave the field out for no check)"
+            )
+            return ()
+        bad = [i for i, v in enumerate(value) if not isinstance(v, str) or not v.strip()]
+        for i in bad[:5]:
+            v = value[i]
+            ck.add(
+                "invalid_field",
+                jpath(p, i),
+                "must not be empty"
+                if isinstance(v, str)
+                else f"must be a string (an audience), got {type_word(v)}",
+            )
+        return () if bad else tuple(value)
+    ck.add(
+        "invalid_field",
+        p,
+        f"must be an audience (a non-empty string) or an array of them, got {type_word(value)}",
+    )
+    return ()
 
 
 def check_claim_mapping(value: object, ck: Checker, path: str) -> ClaimMapping | None:

@@ -12,6 +12,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from polang import jsonlimits
+from polang.errors import PolangError
 from polang.language.schema import (
     EntityRefType,
     ExtensionType,
@@ -180,12 +182,18 @@ def _regex_one(text: Any, m: ClaimMapping, where: str) -> dict[str, Any] | None:
     return out
 
 
+class _RefusedJson(PolangError):
+    pass
+
+
 def _json_one(v: Any, where: str) -> dict[str, Any]:
     if isinstance(v, str):
         try:
-            v = json.loads(v)
-        except ValueError as e:
-            raise ClaimError(f"{where}: the json mapping needs a JSON object ({e})") from e
+            v = jsonlimits.loads(
+                v, what=f"{where}: the json mapping needs a JSON object", error=_RefusedJson
+            )
+        except _RefusedJson as e:
+            raise ClaimError(str(e)) from None
     if not isinstance(v, dict):
         raise ClaimError(f"{where}: the json mapping needs a JSON object, got {describe_json(v)}")
     return v

@@ -10,7 +10,6 @@ those keys and are never discovered.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -19,14 +18,18 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from polang import jsonlimits
 from polang.errors import ConfigError
-from polang.tokens.http import FetchError, HttpFetcher, cache_control_max_age
+from polang.http import Fetcher, FetchError, cache_control_max_age, short_url
 from polang.tokens.settings import WELL_KNOWN_SUFFIX, IssuerSettings, TokenSettings
 
 if TYPE_CHECKING:
     import jwt
 
 DEFAULT_JWKS_REFRESH = 3600
+#: Most keys a JWKS may hold (providers publish a handful; each key is checked on load).
+MAX_JWKS_KEYS = 100
+_MAX_LOCAL_JWKS_BYTES = 10 * 1024 * 1024
 
 
 @lru_cache(maxsize=1024)  # every token's iss, once per trusted issuer: cache the parse
@@ -103,6 +106,8 @@ def parse_jwks(doc: object, where: str) -> list[JsonWebKey]:
     raw = doc.get("keys") if isinstance(doc, dict) else doc
     if not isinstance(raw, list):
         raise ValueError(f"{where}: expected a JWKS object with a 'keys' array")
+    if len(raw) > MAX_JWKS_KEYS:
+        raise ValueError(f"{where}: {len(raw)} keys, more than MAX_JWKS_KEYS ({MAX_JWKS_KEYS})")
     import jwt
     from jwt.exceptions import PyJWTError
 
@@ -142,12 +147,15 @@ def parse_jwks(doc: object, where: str) -> list[JsonWebKey]:
 def load_local_jwks(path: str, issuer_ids: Sequence[str]) -> dict[str, list[JsonWebKey]]:
     """``ENGINE_LOCAL_JWKS``: ``{"<issuer_id>": [JWK, ...]}`` (a JWKS object is accepted too)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
+        with open(path, "rb") as fh:
+            data = fh.read(_MAX_LOCAL_JWKS_BYTES + 1)
     except OSError as e:
         raise ConfigError(f"ENGINE_LOCAL_JWKS: cannot read {path!r} ({e})") from e
-    except ValueError as e:
-        raise ConfigError(f"ENGINE_LOCAL_JWKS: {path!r} is not valid JSON ({e})") from e
+    if len(data) > _MAX_LOCAL_JWKS_BYTES:
+        raise ConfigError(
+            f"ENGINE_LOCAL_JWKS: {path!r} is larger than {_MAX_LOCAL_JWKS_BYTES} bytes"
+        )
+    doc = jsonlimits.loads(data, what=f"ENGINE_LOCAL_JWKS: {path!r}", error=ConfigError)
     if not isinstance(doc, dict):
         raise ConfigError(f"ENGINE_LOCAL_JWKS: {path!r}: expected an object of issuer ids")
     out: dict[str, list[JsonWebKey]] = {}
@@ -175,13 +183,21 @@ class KeyLookupError(Exception):
 
 
 class IssuerKeys:
-    """The run-time state of one trusted issuer (thread-safe)."""
+    """The run-time state of one trusted issuer (thread-safe).
+
+    No lock is held across the network: ``_lock`` guards the state only, and at most one
+    fetch per issuer runs at a time (``_inflight``). A token whose ``kid`` is among the
+    keys already held never waits for a fetch; one that needs the fetch (no keys yet, or a
+    ``kid`` that may have just been rotated in) waits for the one in flight, which the
+    fetch deadline bounds. Every fetch, failed or not, starts the
+    ``ENGINE_JWKS_MIN_REFRESH_INTERVAL`` cooldown, so tokens cannot multiply requests.
+    """
 
     def __init__(
         self,
         settings: IssuerSettings,
         token_settings: TokenSettings,
-        fetcher: HttpFetcher,
+        fetcher: Fetcher,
         clock: Callable[[], float],
         local_keys: list[JsonWebKey] | None = None,
     ) -> None:
@@ -190,6 +206,7 @@ class IssuerKeys:
         self._fetcher = fetcher
         self._clock = clock
         self._lock = threading.Lock()
+        self._inflight: threading.Event | None = None
         self.local = local_keys is not None
         self.expected_issuer = issuer_from_endpoint(settings.openid_configuration_endpoint)
         self.endpoint_host = url_host(settings.openid_configuration_endpoint)
@@ -200,7 +217,8 @@ class IssuerKeys:
         self._last_attempt = -math.inf
         self._last_kid_refetch = -math.inf
         self._last_error: KeyLookupError | None = None
-        self.fetch_count = 0
+        self.fetch_count = 0  # JWKS fetches
+        self.discovery_count = 0  # discovery fetches
 
     # ------------------------------------------------------------ identity
 
@@ -210,71 +228,106 @@ class IssuerKeys:
         return self.discovered_issuer or self.expected_issuer
 
     def matches(self, iss: str, *, discover: bool) -> bool:
-        """Whether a token's ``iss`` names this issuer (trailing ``/`` and case of host ignored)."""
+        """Whether a token's ``iss`` names this issuer (trailing ``/`` and case of host ignored).
+
+        An issuer whose identifier is not known before discovery (its endpoint is not a
+        ``/.well-known/openid-configuration`` URL) is discovered only for an ``iss`` on the
+        endpoint's host, which is where its identifier must be: an ``iss`` anywhere else
+        never causes a fetch. Discovery is then subject to the fetch cooldown.
+        """
         wanted = normalize_issuer(iss)
         ident = self.identifier
         if ident is not None:
             return ident == wanted
         if self.local:
             return url_host(iss) == self.endpoint_host
-        if not discover:
+        if not discover or url_host(iss) != self.endpoint_host:
             return False
-        try:
-            with self._lock:
-                self._ensure_discovered(self._clock())
-        except KeyLookupError:
-            return False
+        self._sync(lambda now: self.identifier is None and self._cooled(now))
         return self.identifier == wanted
 
     # ------------------------------------------------------------ keys
 
     def keys_for(self, kid: str | None, alg: str) -> list[JsonWebKey]:
         """Candidate keys for a token header; refreshes by the caching rules above."""
+        if self.local:
+            return _select(self._keys or [], kid, alg)
         with self._lock:
-            now = self._clock()
-            cooled = now - self._last_attempt >= self._ts.jwks_min_refresh_interval
-            refreshed = False
-            if not self.local:
-                if (self._keys is None or now >= self._expires_at) and cooled:
-                    self._refresh(now)
-                    refreshed = True
-                if self._keys is None:
-                    err = self._last_error
-                    if err is None:
-                        raise KeyLookupError("signature", "no signing keys available")
-                    raise KeyLookupError(err.kind, err.message)
-            keys = self._keys or []
-            found = _select(keys, kid, alg)
-            if (
-                kid is not None
-                and not any(k.kid == kid for k in keys)
-                and not self.local
-                and now - self._last_kid_refetch >= self._ts.jwks_min_refresh_interval
-                and not refreshed
-            ):
-                self._last_kid_refetch = now
-                self._refresh(now)
-                found = _select(self._keys or [], kid, alg)
-            return found
+            keys = self._keys
+            known = keys is not None and (kid is None or any(k.kid == kid for k in keys))
+            fresh = keys is not None and self._clock() < self._expires_at
+            # known keys are used as they are while they are fresh, and also while a
+            # refresh runs (never waiting for it)
+            settled = known and (fresh or self._inflight is not None)
+        if not settled:
+            self._sync(lambda now: self._wants_fetch(kid, now))
+        with self._lock:
+            keys = self._keys
+            err = self._last_error
+        if keys is None:
+            if err is None:
+                raise KeyLookupError("signature", "no signing keys available")
+            raise KeyLookupError(err.kind, err.message)
+        return _select(keys, kid, alg)
+
+    def _cooled(self, now: float) -> bool:
+        return now - self._last_attempt >= self._ts.jwks_min_refresh_interval
+
+    def _wants_fetch(self, kid: str | None, now: float) -> bool:
+        """(Under the lock.) Whether a fetch should start now for a token with ``kid``."""
+        keys = self._keys
+        if (keys is None or now >= self._expires_at) and self._cooled(now):
+            return True
+        if (
+            keys is not None
+            and kid is not None
+            and not any(k.kid == kid for k in keys)
+            and now - self._last_kid_refetch >= self._ts.jwks_min_refresh_interval
+        ):
+            self._last_kid_refetch = now  # a rotation, or an attacker's made-up kid
+            return True
+        return False
 
     def prefetch(self) -> None:
         """Discover and fetch keys now (start-up warm-up); failures are kept, not raised."""
-        if self.local:
-            return
-        with self._lock:
-            now = self._clock()
-            if self._keys is None:
-                self._refresh(now)
+        if not self.local:
+            self._sync(lambda now: self._keys is None)
 
     @property
     def last_error(self) -> str | None:
         return self._last_error.message if self._last_error else None
 
-    def _ensure_discovered(self, now: float) -> str:
-        if self.jwks_uri is not None:
-            return self.jwks_uri
+    def _sync(self, wanted: Callable[[float], bool]) -> None:
+        """Start a fetch if ``wanted(now)`` says so (asked under the lock), or wait for the
+        one in flight. The lock is never held while fetching."""
+        with self._lock:
+            inflight = self._inflight
+            if inflight is None:
+                now = self._clock()
+                if not wanted(now):
+                    return
+                self._last_attempt = now
+                inflight = self._inflight = threading.Event()
+                owner = True
+            else:
+                owner = False
+        if not owner:
+            # the fetch in flight ends by its own deadline; the margin covers parsing
+            inflight.wait(self._ts.http_timeout + 5.0)
+            return
+        try:
+            self._refresh(now)
+        finally:
+            with self._lock:
+                self._inflight = None
+            inflight.set()
+
+    def _discover(self) -> tuple[str, str]:
+        """(issuer, jwks_uri) from the discovery document; raises :class:`KeyLookupError`."""
         endpoint = self.settings.openid_configuration_endpoint
-        where = f"issuer {self.settings.issuer_id!r}: discovery {endpoint}"
+        where = f"issuer {self.settings.issuer_id!r}: discovery {short_url(endpoint)}"
+        with self._lock:
+            self.discovery_count += 1
         try:
             doc = self._fetcher.get(endpoint).json()
         except FetchError as e:
@@ -291,45 +344,54 @@ class IssuerKeys:
             if got != self.expected_issuer:
                 raise KeyLookupError(
                     "untrusted_issuer",
-                    f"{where}: the document's issuer {issuer!r} does not match the endpoint "
-                    "it came from (OpenID Connect Discovery 4.3)",
+                    f"{where}: the document's issuer {short_url(issuer)!r} does not match the "
+                    "endpoint it came from (OpenID Connect Discovery 4.3)",
                 )
         elif url_host(issuer) != self.endpoint_host:
             raise KeyLookupError(
                 "untrusted_issuer",
-                f"{where}: the document's issuer {issuer!r} is on another host than the endpoint",
+                f"{where}: the document's issuer {short_url(issuer)!r} is on another host "
+                "than the endpoint",
             )
         jwks_uri = doc.get("jwks_uri")
         if not isinstance(jwks_uri, str) or urlsplit(jwks_uri).scheme.lower() != "https":
             raise KeyLookupError("signature", f"{where}: 'jwks_uri' is missing or not https")
-        self.discovered_issuer = got
-        self.jwks_uri = jwks_uri
-        return jwks_uri
+        return got, jwks_uri
 
     def _refresh(self, now: float) -> None:
-        """Fetch the JWKS; on failure keep the last good keys and remember why."""
-        self._last_attempt = now
+        """Fetch the JWKS (discovering first when needed), without the lock; on failure
+        keep the last good keys and remember why."""
+        with self._lock:
+            jwks_uri = self.jwks_uri
         try:
-            jwks_uri = self._ensure_discovered(now)
-            self.fetch_count += 1
+            if jwks_uri is None:
+                issuer, jwks_uri = self._discover()
+                with self._lock:
+                    self.discovered_issuer = issuer
+                    self.jwks_uri = jwks_uri
+            with self._lock:
+                self.fetch_count += 1
             try:
                 result = self._fetcher.get(jwks_uri)
-                keys = parse_jwks(result.json(), jwks_uri)
+                keys = parse_jwks(result.json(), short_url(jwks_uri))
             except (FetchError, ValueError) as e:
-                self.jwks_uri = None  # rediscover next time: the keys may have moved
+                with self._lock:
+                    self.jwks_uri = None  # rediscover next time: the keys may have moved
                 raise KeyLookupError(
                     "signature", f"issuer {self.settings.issuer_id!r}: JWKS fetch failed: {e}"
                 ) from e
         except KeyLookupError as e:
-            self._last_error = e
+            with self._lock:
+                self._last_error = e
             return
         max_age = cache_control_max_age(result.headers)
         ttl = self._ts.jwks_refresh_interval if max_age is None else max_age
         if ttl is None:
             ttl = DEFAULT_JWKS_REFRESH
-        self._keys = keys
-        self._expires_at = now + ttl
-        self._last_error = None
+        with self._lock:
+            self._keys = keys
+            self._expires_at = now + ttl
+            self._last_error = None
 
 
 def _select(keys: list[JsonWebKey], kid: str | None, alg: str) -> list[JsonWebKey]:
@@ -345,7 +407,7 @@ class IssuerRegistry:
         self,
         issuers: Sequence[IssuerSettings] | Mapping[str, IssuerSettings],
         settings: TokenSettings,
-        fetcher: HttpFetcher,
+        fetcher: Fetcher,
         clock: Callable[[], float],
     ) -> None:
         items = list(issuers.values()) if isinstance(issuers, Mapping) else list(issuers)

@@ -15,6 +15,7 @@ from typing import Any
 
 from polang import jsonlimits
 from polang.errors import PolangError
+from polang.language.values import LONG_MAX, LONG_MIN
 from polang.tokens.issuers import IssuerKeys, KeyLookupError
 from polang.tokens.model import TokenDrop
 
@@ -151,12 +152,27 @@ def verify_signature(decoded: DecodedJwt, issuer: IssuerKeys, allowed: tuple[str
     raise TokenDrop("signature", "the signature does not verify with the issuer's keys")
 
 
+def _number_text(v: int | float) -> str:
+    text = repr(v)
+    return text if len(text) <= 24 else f"{text[:20]}... ({len(text)} digits)"
+
+
 def _numeric(payload: dict[str, Any], claim: str) -> float | None:
     if claim not in payload or payload[claim] is None:
         return None
     v = payload[claim]
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, (int, float))
+        or (isinstance(v, float) and not math.isfinite(v))
+    ):
         raise TokenDrop("invalid_input", f"claim {claim!r} is not a NumericDate (RFC 7519 2)")
+    if not LONG_MIN <= v <= LONG_MAX:  # compared exactly: a huge int never becomes a float
+        raise TokenDrop(
+            "invalid_input",
+            f"claim {claim!r} ({_number_text(v)}) is outside the 64-bit Long range of the "
+            "policy language",
+        )
     return float(v)
 
 
@@ -193,6 +209,36 @@ _REGISTERED_CHECKS = {
     "nbf": (lambda v: not isinstance(v, bool) and isinstance(v, (int, float)), "a NumericDate"),
     "iat": (lambda v: not isinstance(v, bool) and isinstance(v, (int, float)), "a NumericDate"),
 }
+
+
+def _shown(values: list[str] | tuple[str, ...]) -> str:
+    items = [repr(v if len(v) <= 80 else v[:77] + "...") for v in values[:3]]
+    more = f" and {len(values) - 3} more" if len(values) > 3 else ""
+    return ", ".join(items) + more
+
+
+def check_audience(payload: dict[str, Any], expected: tuple[str, ...]) -> None:
+    """The token's ``aud`` names one of ``expected`` (no check when it is empty).
+
+    This is what refuses a token the same issuer minted for another service: without it,
+    any token of a trusted issuer is accepted whoever it was meant for.
+    """
+    if not expected:
+        return
+    aud = payload.get("aud")
+    if aud is None:
+        raise TokenDrop(
+            "audience", f"the token has no 'aud' claim; expected_audience is {_shown(expected)}"
+        )
+    values = [aud] if isinstance(aud, str) else aud
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise TokenDrop("invalid_input", "registered claim 'aud' must be a string or an array")
+    if not any(v in expected for v in values):
+        raise TokenDrop(
+            "audience",
+            f"the token's audience {_shown(values) or '[]'} is not the expected audience "
+            f"{_shown(expected)} (expected_audience): it was issued for another service",
+        )
 
 
 def check_required(payload: dict[str, Any], required: tuple[str, ...]) -> None:

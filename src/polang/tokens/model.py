@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
-from polang.errors import TokenError
+from polang.errors import TokenError, bound_message
 from polang.language.entities import Entity
 from polang.language.values import EntityUID, RecordValue
 from polang.tokens.settings import TokenMetadata
@@ -18,12 +18,15 @@ DropKind = Literal[
     "expired",
     "not_yet_valid",
     "missing_claim",
+    "audience",
     "revoked",
     "status_unavailable",
     "duplicate_token",
     "entity_build_failed",
 ]
 DROP_KINDS: tuple[str, ...] = get_args(DropKind)
+#: Longest drop reason kept (a reason may quote a hostile document or claim).
+MAX_DROP_MESSAGE = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,7 @@ class TokenDrop(Exception):
     """Raised inside the pipeline; becomes a :class:`DroppedToken`."""
 
     def __init__(self, kind: DropKind, message: str) -> None:
+        message = bound_message(message, MAX_DROP_MESSAGE)
         super().__init__(message)
         self.kind: DropKind = kind
         self.message = message

@@ -18,14 +18,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from polang.errors import bound_message
+from polang.http import Fetcher
 from polang.language.entities import Entity
 from polang.language.schema import RecordType, Schema
 from polang.language.values import LONG_MAX, LONG_MIN, EntityUID, RecordValue, Value
 from polang.tokens.cache import TokenCache, cache_key
 from polang.tokens.claims import ClaimError, claim_attributes, first_text, roles_from
-from polang.tokens.http import HttpFetcher
 from polang.tokens.issuers import IssuerKeys, IssuerRegistry, issuer_from_endpoint, url_host
 from polang.tokens.jwt_checks import (
+    check_audience,
     check_required,
     check_times,
     decode_unverified,
@@ -166,7 +167,7 @@ class TokenProcessor:
         self.schema = schema
         self._clock = clock
         self._log = log
-        self.http = HttpFetcher(self.settings)
+        self.http = Fetcher(self.settings.fetch_limits(), self.settings.ssl_context)
         self.registry = IssuerRegistry(issuers, self.settings, self.http, clock)
         self.status = StatusListChecker(self.settings, self.http, clock)
         self.cache: TokenCache[ProcessedToken] = TokenCache(
@@ -255,6 +256,8 @@ class TokenProcessor:
         skew = self.settings.clock_skew
         check_times(claims, now, skew)
         check_required(claims, meta.required_claims)
+        if issuer is not None:
+            check_audience(claims, issuer.settings.audience_for(meta))
         if self.settings.status_validation:
             self.status.check(claims, issuer, verify)
         tok = self._build(mapping, index, claims, issuer, issuer_part, token_name, meta, now)

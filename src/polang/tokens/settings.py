@@ -13,9 +13,12 @@ import re
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from polang.errors import ConfigError, PolicyStoreError
+
+if TYPE_CHECKING:
+    from polang.http import FetchLimits
 
 ASYMMETRIC_ALGORITHMS: tuple[str, ...] = (
     "RS256",
@@ -129,6 +132,8 @@ class TokenMetadata:
     """One ``token_metadata`` entry: how tokens of one type are checked and mapped.
 
     ``role_mapping`` is a tuple of claim names; the empty tuple means disabled (``""``).
+    ``expected_audience``: a token of this type must name one of these in its ``aud``
+    (empty: the issuer's ``expected_audience``, and no check when that is empty too).
     ``role_mapping_explicit`` records whether the store set it (the userinfo fallback
     applies only when no token type sets it).
     """
@@ -143,6 +148,7 @@ class TokenMetadata:
     required_claims: tuple[str, ...] = ()
     claim_mapping: Mapping[str, ClaimMapping] = field(default_factory=dict)
     role_mapping_explicit: bool = False
+    expected_audience: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(
@@ -156,13 +162,17 @@ class TokenMetadata:
 
 @dataclass(frozen=True)
 class IssuerSettings:
-    """One trusted issuer: ``issuer_id`` is its key in ``trusted_issuers``."""
+    """One trusted issuer: ``issuer_id`` is its key in ``trusted_issuers``.
+
+    ``expected_audience`` is the default of its token types' ``expected_audience``.
+    """
 
     issuer_id: str
     name: str
     openid_configuration_endpoint: str
     token_metadata: Mapping[str, TokenMetadata] = field(default_factory=dict)
     description: str = ""
+    expected_audience: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not NAMESPACE_RE.match(self.name):
@@ -183,6 +193,10 @@ class IssuerSettings:
 
         where = path or jpath("trusted_issuers", issuer_id)
         return parse_record(lambda ck: check_trusted_issuer(issuer_id, d, ck, where))
+
+    def audience_for(self, meta: TokenMetadata) -> tuple[str, ...]:
+        """The audiences a token of type ``meta`` must name one of (empty: no check)."""
+        return meta.expected_audience or self.expected_audience
 
     def metadata_for(self, entity_type_name: str) -> tuple[str, TokenMetadata] | None:
         """The token name and metadata whose ``entity_type_name`` is the request mapping."""
@@ -251,6 +265,16 @@ class TokenSettings:
             raise ConfigError(f"ENGINE_TOKEN_MAX_SIZE: must be positive, got {self.token_max_size}")
         if not self.decision_log_jwt_id:
             raise ConfigError("ENGINE_DECISION_LOG_DEFAULT_JWT_ID: must not be empty")
+
+    def fetch_limits(self) -> FetchLimits:
+        """The ``ENGINE_HTTP_*`` values as the HTTP client takes them."""
+        from polang.http import FetchLimits
+
+        return FetchLimits(
+            timeout=self.http_timeout,
+            max_retries=self.http_max_retries,
+            max_response_size=self.http_max_response_size,
+        )
 
     @classmethod
     def from_properties(

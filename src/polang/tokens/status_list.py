@@ -20,13 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from polang.tokens.http import FetchError, HttpFetcher
+from polang.http import Fetcher, FetchError, short_url
 from polang.tokens.issuers import IssuerKeys, normalize_issuer
 from polang.tokens.jwt_checks import decode_unverified, verify_signature
 from polang.tokens.model import TokenDrop
 from polang.tokens.settings import TokenSettings
 
 STATUS_NAMES = {0: "VALID", 1: "INVALID", 2: "SUSPENDED"}
+#: Most status lists cached at once (the oldest entry goes first).
+MAX_STATUS_LISTS = 1024
 _TYP = frozenset({"statuslist+jwt", "application/statuslist+jwt"})
 _MAX_STATUSES = 1 << 27  # bound on the decompressed list (128 MiB of 1-byte entries)
 
@@ -112,7 +114,7 @@ class StatusListChecker:
     """Fetches, verifies and caches status lists (thread-safe)."""
 
     def __init__(
-        self, settings: TokenSettings, fetcher: HttpFetcher, clock: Callable[[], float]
+        self, settings: TokenSettings, fetcher: Fetcher, clock: Callable[[], float]
     ) -> None:
         self._settings = settings
         self._fetcher = fetcher
@@ -120,6 +122,7 @@ class StatusListChecker:
         self._lock = threading.Lock()
         self._entries: dict[tuple[str, str], _Entry] = {}
         self._uri_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._unverified_failure: dict[str, float] = {}  # issuer id -> last failed fetch
         self.fetch_count = 0
 
     def check(self, payload: dict[str, Any], issuer: IssuerKeys | None, verify: bool) -> None:
@@ -137,19 +140,61 @@ class StatusListChecker:
             raise TokenDrop("revoked", f"the token's status is {name} (status list {uri})")
 
     def _list(self, uri: str, issuer: IssuerKeys | None, verify: bool) -> StatusList:
-        key = (issuer.settings.issuer_id if issuer else "", uri)
+        """The list at ``uri``: cached, or fetched by one thread while the others wait (a
+        token needing an expired list must not be judged by it)."""
+        issuer_id = issuer.settings.issuer_id if issuer else ""
+        key = (issuer_id, uri)
         with self._lock:
-            lock = self._uri_locks.setdefault(key, threading.Lock())
-        with lock:
-            now = self._clock()
             entry = self._entries.get(key)
-            if entry is None or now >= entry.expires_at:
-                entry = self._fetch(uri, issuer, verify, now)
+            if entry is None or self._clock() >= entry.expires_at:
+                lock = self._uri_locks.setdefault(key, threading.Lock())
+                entry = None
+        if entry is None:
+            with lock:
+                now = self._clock()
                 with self._lock:
-                    self._entries[key] = entry
+                    entry = self._entries.get(key)
+                if entry is None or now >= entry.expires_at:
+                    entry = self._refetch(uri, issuer, issuer_id, verify, now, entry is None)
         if entry.status_list is None:
             raise StatusUnavailable(entry.error or "status list unavailable")
         return entry.status_list
+
+    def _refetch(
+        self,
+        uri: str,
+        issuer: IssuerKeys | None,
+        issuer_id: str,
+        verify: bool,
+        now: float,
+        new: bool,
+    ) -> _Entry:
+        key = (issuer_id, uri)
+        cooldown = float(self._settings.jwks_min_refresh_interval)
+        if not verify and new:
+            # an unverified token names any URI it likes: after a failed fetch, no other
+            # new list of this issuer is fetched during the cooldown
+            with self._lock:
+                failed = self._unverified_failure.get(issuer_id)
+            if failed is not None and now - failed < cooldown:
+                return _Entry(
+                    None,
+                    f"status list {short_url(uri)} not fetched: another status list of this "
+                    f"issuer failed {now - failed:g} s ago, and unverified tokens get one "
+                    "failed status list fetch per ENGINE_JWKS_MIN_REFRESH_INTERVAL",
+                    now,
+                )
+        entry = self._fetch(uri, issuer, verify, now)
+        with self._lock:
+            self._entries.pop(key, None)
+            self._entries[key] = entry  # newest last: the oldest go first
+            while len(self._entries) > MAX_STATUS_LISTS:
+                old = next(iter(self._entries))
+                del self._entries[old]
+                self._uri_locks.pop(old, None)
+            if entry.status_list is None and not verify:
+                self._unverified_failure[issuer_id] = now
+        return entry
 
     def _fetch(self, uri: str, issuer: IssuerKeys | None, verify: bool, now: float) -> _Entry:
         cap = float(self._settings.status_list_refresh_max)
@@ -160,11 +205,11 @@ class StatusListChecker:
             result = self._fetcher.get(uri, accept="application/statuslist+jwt")
             text = result.body.decode("ascii").strip()
         except (FetchError, UnicodeDecodeError) as e:
-            return _Entry(None, f"status list {uri} unreachable: {e}", retry_after)
+            return _Entry(None, f"status list {short_url(uri)} unreachable: {e}", retry_after)
         try:
             status_list, expires_at = self._validate(text, uri, issuer, verify, now)
         except (StatusUnavailable, TokenDrop) as e:
-            return _Entry(None, f"status list {uri} is invalid: {e}", retry_after)
+            return _Entry(None, f"status list {short_url(uri)} is invalid: {e}", retry_after)
         return _Entry(status_list, None, min(expires_at, now + cap))
 
     def _validate(

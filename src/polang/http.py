@@ -1,0 +1,656 @@
+"""One HTTP client for everything polang fetches: store URLs, discovery, JWKS, status lists.
+
+The policy, documented in docs/configuration.md ("Outbound HTTP"), is the same for every
+fetch:
+
+- **Deadline.** ``ENGINE_HTTP_REQUEST_TIMEOUT`` bounds the whole fetch: connecting, TLS,
+  every read (a body dripped a byte a second included), redirects, retries and the pauses
+  between them. Each socket operation waits at most for what is left of it.
+- **Retries.** At most ``ENGINE_HTTP_MAX_RETRIES`` more attempts, after a connection that
+  failed or broke, or a ``408``, ``425``, ``429``, ``500``, ``502``, ``503`` or ``504``.
+  The pause starts at 0.1 s and doubles up to 2 s; a ``Retry-After`` that asks for longer
+  is honoured when it fits before the deadline (else the fetch fails at once, saying so).
+  TLS failures, other statuses, refused redirects and oversized bodies are final.
+- **Redirects.** ``301``, ``302``, ``303``, ``307`` and ``308``, at most
+  :data:`MAX_REDIRECTS` of them, to any host, over http(s) only. Never from ``https`` to
+  ``http``; fetches that must be HTTPS (discovery, JWKS, status lists) never leave it.
+- **Size.** ``ENGINE_HTTP_MAX_RESPONSE_SIZE_BYTES`` caps the body after decoding (gzip and
+  deflate are decoded here, within the cap; other encodings are refused).
+- **Trust.** The system trust store plus ``SSL_CERT_FILE``/``SSL_CERT_DIR``, or the
+  caller's ``ssl.SSLContext``. No proxies from the environment, no cookies.
+
+httpx (and httpcore below it) is imported on the first fetch only: an engine that never
+fetches never loads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import math
+import os
+import ssl
+import threading
+import time
+import zlib
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
+
+from polang import jsonlimits
+from polang.errors import ConfigError, PolangError
+
+if TYPE_CHECKING:
+    import httpx
+
+    from polang.config import Config
+
+MIB = 1024 * 1024
+#: Most redirects one fetch follows.
+MAX_REDIRECTS = 5
+#: Statuses worth another attempt (the server says "not now", or it broke).
+RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+BACKOFF_START = 0.1
+BACKOFF_MAX = 2.0
+_URL_IN_MESSAGE = 200  # characters of a URL quoted in a message
+
+
+class FetchError(PolangError):
+    """A fetch failed; ``reason`` says why without the URL, the message says both."""
+
+    def __init__(self, message: str, *, url: str = "", reason: str = "") -> None:
+        super().__init__(message)
+        self.url = url
+        self.reason = reason or message
+
+
+def short_url(url: str) -> str:
+    """A URL as quoted in messages (bounded: it may come from a hostile document)."""
+    return url if len(url) <= _URL_IN_MESSAGE else url[: _URL_IN_MESSAGE - 3] + "..."
+
+
+def _fail(url: str, reason: str) -> FetchError:
+    return FetchError(f"{short_url(url)}: {reason}", url=url, reason=reason)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchLimits:
+    """The ``ENGINE_HTTP_*`` values a fetcher obeys."""
+
+    timeout: float = 10.0
+    max_retries: int = 3
+    max_response_size: int = 10 * MIB
+    max_redirects: int = MAX_REDIRECTS
+
+    def __post_init__(self) -> None:
+        if not (self.timeout > 0 and math.isfinite(self.timeout)):
+            raise ConfigError(f"ENGINE_HTTP_REQUEST_TIMEOUT: must be positive, got {self.timeout}")
+        if self.max_retries < 0:
+            raise ConfigError(f"ENGINE_HTTP_MAX_RETRIES: must be 0 or more, got {self.max_retries}")
+        if self.max_response_size <= 0:
+            raise ConfigError(
+                "ENGINE_HTTP_MAX_RESPONSE_SIZE_BYTES: must be positive, got "
+                f"{self.max_response_size}"
+            )
+
+    @classmethod
+    def from_config(cls, config: Config) -> FetchLimits:
+        return cls(
+            timeout=config.http_request_timeout,
+            max_retries=config.http_max_retries,
+            max_response_size=config.http_max_response_size_bytes,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A complete ``200`` response. ``url`` is the URL asked for, ``final_url`` where the
+    body came from (after redirects); header names are lowercase."""
+
+    url: str
+    final_url: str
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        """The body as JSON, read with bounded nesting; failures are :class:`FetchError`."""
+        return jsonlimits.loads(
+            self.body, what=f"{short_url(self.url)}: the response", error=FetchError
+        )
+
+
+# ---------------------------------------------------------------- TLS
+
+
+@lru_cache(maxsize=8)
+def _ssl_context(cafile: str | None, capath: str | None) -> ssl.SSLContext:
+    ctx = ssl.create_default_context()
+    if cafile or capath:
+        try:
+            ctx.load_verify_locations(cafile=cafile, capath=capath)
+        except (OSError, ssl.SSLError) as e:
+            raise ConfigError(
+                f"SSL_CERT_FILE/SSL_CERT_DIR: cannot load CA certificates ({e})"
+            ) from e
+    return ctx
+
+
+def default_ssl_context() -> ssl.SSLContext:
+    """The system trust store, plus ``SSL_CERT_FILE``/``SSL_CERT_DIR`` when set.
+
+    Cached per value of those variables (building a context reads the trust store).
+    """
+    return _ssl_context(
+        os.environ.get("SSL_CERT_FILE") or None, os.environ.get("SSL_CERT_DIR") or None
+    )
+
+
+def _is_tls_failure(e: BaseException) -> bool:
+    """A failed TLS handshake (certificate, protocol): never worth another attempt."""
+    cur: BaseException | None = e
+    seen = 0
+    while cur is not None and seen < 20:
+        if isinstance(cur, ssl.SSLError) and not isinstance(cur, ssl.SSLEOFError):
+            return True
+        cur = cur.__cause__ or cur.__context__
+        seen += 1
+    return False
+
+
+# ---------------------------------------------------------------- the deadline
+
+# The deadline of the fetch running on this thread (``time.monotonic()`` seconds). Every
+# socket operation of the connection pool is clamped to it, so no read can wait past it
+# however the server paces its bytes.
+_DEADLINE: ContextVar[float | None] = ContextVar("polang_http_deadline", default=None)
+
+
+class _DeadlinePassed(Exception):
+    pass
+
+
+def _clamp(timeout: float | None) -> float:
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return 30.0 if timeout is None else timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise _DeadlinePassed
+    return left if timeout is None else min(timeout, left)
+
+
+def _transport(ssl_context: ssl.SSLContext) -> httpx.BaseTransport:
+    """An httpx transport whose every socket operation obeys the thread's deadline."""
+    import httpcore
+    import httpx
+
+    class DeadlineStream(httpcore.NetworkStream):
+        def __init__(self, inner: httpcore.NetworkStream) -> None:
+            self._inner = inner
+
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            try:
+                t = _clamp(timeout)
+            except _DeadlinePassed:
+                raise httpcore.ReadTimeout("the fetch deadline passed") from None
+            return self._inner.read(max_bytes, t)
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            try:
+                t = _clamp(timeout)
+            except _DeadlinePassed:
+                raise httpcore.WriteTimeout("the fetch deadline passed") from None
+            self._inner.write(buffer, t)
+
+        def close(self) -> None:
+            self._inner.close()
+
+        def start_tls(
+            self,
+            ssl_context: ssl.SSLContext,
+            server_hostname: str | None = None,
+            timeout: float | None = None,
+        ) -> httpcore.NetworkStream:
+            try:
+                t = _clamp(timeout)
+            except _DeadlinePassed:
+                raise httpcore.ConnectTimeout("the fetch deadline passed") from None
+            return DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, t))
+
+        def get_extra_info(self, info: str) -> Any:
+            return self._inner.get_extra_info(info)
+
+    class DeadlineBackend(httpcore.NetworkBackend):
+        def __init__(self) -> None:
+            self._inner = httpcore.SyncBackend()
+
+        def connect_tcp(
+            self,
+            host: str,
+            port: int,
+            timeout: float | None = None,
+            local_address: str | None = None,
+            socket_options: Any = None,
+        ) -> httpcore.NetworkStream:
+            try:
+                t = _clamp(timeout)
+            except _DeadlinePassed:
+                raise httpcore.ConnectTimeout("the fetch deadline passed") from None
+            return DeadlineStream(
+                self._inner.connect_tcp(host, port, t, local_address, socket_options)
+            )
+
+        def connect_unix_socket(
+            self, path: str, timeout: float | None = None, socket_options: Any = None
+        ) -> httpcore.NetworkStream:  # pragma: no cover - never used for URLs
+            raise httpcore.ConnectError("unix sockets are not used")
+
+        def sleep(self, seconds: float) -> None:
+            time.sleep(seconds)
+
+    # httpcore exception -> httpx exception (most specific first)
+    mapping: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
+        (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+        (httpcore.ReadTimeout, httpx.ReadTimeout),
+        (httpcore.WriteTimeout, httpx.WriteTimeout),
+        (httpcore.PoolTimeout, httpx.PoolTimeout),
+        (httpcore.TimeoutException, httpx.TimeoutException),
+        (httpcore.ConnectError, httpx.ConnectError),
+        (httpcore.ReadError, httpx.ReadError),
+        (httpcore.WriteError, httpx.WriteError),
+        (httpcore.NetworkError, httpx.NetworkError),
+        (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+        (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+        (httpcore.ProtocolError, httpx.ProtocolError),
+        (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+    )
+
+    @contextlib.contextmanager
+    def mapped() -> Iterator[None]:
+        try:
+            yield
+        except Exception as e:
+            for core, mine in mapping:
+                if isinstance(e, core):
+                    raise mine(str(e)) from e
+            raise
+
+    class Body(httpx.SyncByteStream):
+        def __init__(self, stream: Any) -> None:
+            self._stream = stream
+
+        def __iter__(self) -> Iterator[bytes]:
+            with mapped():
+                yield from self._stream
+
+        def close(self) -> None:
+            with mapped():
+                close = getattr(self._stream, "close", None)
+                if close is not None:
+                    close()
+
+    class Transport(httpx.BaseTransport):
+        def __init__(self) -> None:
+            self._pool = httpcore.ConnectionPool(
+                ssl_context=ssl_context,
+                max_connections=16,
+                max_keepalive_connections=8,
+                keepalive_expiry=30.0,
+                network_backend=DeadlineBackend(),
+            )
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            req = httpcore.Request(
+                method=request.method,
+                url=httpcore.URL(
+                    scheme=request.url.raw_scheme,
+                    host=request.url.raw_host,
+                    port=request.url.port,
+                    target=request.url.raw_path,
+                ),
+                headers=request.headers.raw,
+                content=request.stream,
+                extensions=request.extensions,
+            )
+            with mapped():
+                resp = self._pool.handle_request(req)
+            return httpx.Response(
+                status_code=resp.status,
+                headers=resp.headers,
+                stream=Body(resp.stream),
+                extensions=resp.extensions,
+            )
+
+        def close(self) -> None:
+            with mapped():
+                self._pool.close()
+
+    return Transport()
+
+
+# ---------------------------------------------------------------- the fetcher
+
+
+class _Retry(Exception):
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """``Retry-After`` in seconds: a number of seconds or an HTTP date; None if unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit() and len(value) <= 12:
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _backoff(attempt: int) -> float:
+    return min(BACKOFF_START * 2 ** (attempt - 1), BACKOFF_MAX)
+
+
+class Fetcher:
+    """A shared, thread-safe HTTP(S) client with one policy (see the module docstring).
+
+    ``close()`` never breaks a fetch in flight: the connection pool is closed when the
+    last fetch using it ends, and a fetch started after ``close()`` opens a new pool that
+    is closed again when it ends. So a store refresh can retire the old store's fetcher
+    while requests on the old store are still fetching.
+    """
+
+    def __init__(
+        self, limits: FetchLimits | None = None, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
+        self.limits = limits or FetchLimits()
+        self._ssl_context = ssl_context
+        self._lock = threading.Lock()
+        self._client: httpx.Client | None = None
+        self._active = 0
+        self._closed = False
+        self.request_count = 0  # HTTP requests sent (each attempt and redirect is one)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _acquire(self) -> httpx.Client:
+        import httpx  # on the first fetch only
+
+        from polang import __version__
+
+        with self._lock:
+            if self._client is None:
+                try:
+                    ctx = self._ssl_context or default_ssl_context()
+                except ConfigError as e:
+                    raise FetchError(str(e), reason=str(e)) from e
+                self._client = httpx.Client(
+                    transport=_transport(ctx),
+                    follow_redirects=False,
+                    trust_env=False,
+                    headers={"User-Agent": f"polang/{__version__}"},
+                )
+            self._active += 1
+            return self._client
+
+    def _release(self) -> None:
+        with self._lock:
+            self._active -= 1
+            client = self._client if (self._closed and self._active == 0) else None
+            if client is not None:
+                self._client = None
+        if client is not None:
+            client.close()
+
+    def close(self) -> None:
+        """Let go of the connection pool once no fetch uses it (now, if none does)."""
+        with self._lock:
+            self._closed = True
+            client = self._client if self._active == 0 else None
+            if client is not None:
+                self._client = None
+        if client is not None:
+            client.close()
+
+    @property
+    def in_flight(self) -> int:
+        return self._active
+
+    def __enter__(self) -> Fetcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ fetching
+
+    def get(
+        self, url: str, *, accept: str = "application/json", https_only: bool = True
+    ) -> Response:
+        """GET ``url`` under the policy above; every failure is a :class:`FetchError`."""
+        deadline = time.monotonic() + self.limits.timeout
+        scheme = _scheme(url)
+        if https_only and scheme != "https":
+            raise _fail(url, "only https:// URLs are fetched")
+        if scheme not in ("http", "https"):
+            raise _fail(url, "only http:// and https:// URLs are fetched")
+        client = self._acquire()
+        token = _DEADLINE.set(deadline)
+        try:
+            return self._get(client, url, accept, https_only, deadline)
+        finally:
+            _DEADLINE.reset(token)
+            self._release()
+
+    def _timed_out(self, url: str, attempts: int) -> FetchError:
+        tries = f" (after {attempts} attempts)" if attempts > 1 else ""
+        return _fail(
+            url,
+            f"timed out after {self.limits.timeout:g} s (ENGINE_HTTP_REQUEST_TIMEOUT, the "
+            f"deadline of the whole fetch){tries}",
+        )
+
+    def _get(
+        self, client: httpx.Client, url: str, accept: str, https_only: bool, deadline: float
+    ) -> Response:
+        attempts = self.limits.max_retries + 1
+        last = "no attempt made"
+        retry_after: float | None = None
+        for attempt in range(attempts):
+            if attempt:
+                pause = _backoff(attempt)
+                if retry_after is not None and retry_after > pause:
+                    pause = retry_after
+                left = deadline - time.monotonic()
+                if pause >= left:
+                    asked = (
+                        f"; the server asked to retry after {retry_after:g} s"
+                        if retry_after is not None
+                        else ""
+                    )
+                    raise _fail(
+                        url,
+                        f"{last}{asked}, which the deadline of {self.limits.timeout:g} s "
+                        f"(ENGINE_HTTP_REQUEST_TIMEOUT) does not leave time for "
+                        f"(after {attempt} attempt{'s' if attempt > 1 else ''})",
+                    )
+                time.sleep(pause)
+            try:
+                return self._attempt(client, url, accept, https_only, deadline, attempt + 1)
+            except _Retry as e:
+                last = e.reason
+                retry_after = e.retry_after
+        tries = f" (after {attempts} attempts)" if attempts > 1 else ""
+        raise _fail(url, f"{last}{tries}")
+
+    def _attempt(
+        self,
+        client: httpx.Client,
+        url: str,
+        accept: str,
+        https_only: bool,
+        deadline: float,
+        attempt: int,
+    ) -> Response:
+        import httpx
+
+        current = url
+        for _hop in range(self.limits.max_redirects + 1):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._timed_out(url, attempt)
+            with self._lock:
+                self.request_count += 1
+            try:
+                request = client.build_request(
+                    "GET",
+                    current,
+                    headers={"Accept": accept, "Accept-Encoding": "gzip, deflate"},
+                    timeout=httpx.Timeout(left),
+                )
+                resp = client.send(request, stream=True)
+            except httpx.TimeoutException:
+                raise self._timed_out(url, attempt) from None
+            except httpx.TransportError as e:
+                if _is_tls_failure(e):
+                    raise _fail(url, f"TLS failed ({_describe(e)}); not retried") from None
+                raise _Retry(_describe(e)) from None
+            except httpx.HTTPError as e:  # an invalid URL and the like
+                raise _fail(url, _describe(e)) from None
+            except ValueError as e:  # e.g. a host name IDNA cannot encode
+                raise _fail(url, _describe(e)) from None
+            except OSError as e:
+                raise _Retry(_describe(e)) from None
+            try:
+                status = resp.status_code
+                if status in REDIRECT_STATUSES:
+                    current = self._redirect(url, current, resp, https_only)
+                    continue
+                if status in RETRY_STATUSES:
+                    raise _Retry(
+                        _status_text(resp), retry_after_seconds(resp.headers.get("retry-after"))
+                    )
+                if status != 200:
+                    raise _fail(url, f"fetching failed: {_status_text(resp)}")
+                body = self._read(url, resp, attempt)
+                return Response(
+                    url=url,
+                    final_url=current,
+                    status=status,
+                    headers={k.lower(): v for k, v in resp.headers.items()},
+                    body=body,
+                )
+            finally:
+                resp.close()
+        raise _fail(url, f"more than {self.limits.max_redirects} redirects (MAX_REDIRECTS)")
+
+    @staticmethod
+    def _redirect(url: str, current: str, resp: httpx.Response, https_only: bool) -> str:
+        location = resp.headers.get("location")
+        if not location:
+            raise _fail(url, f"HTTP status {resp.status_code} without a Location header")
+        target = urljoin(current, location.strip())
+        scheme = _scheme(target)
+        if scheme not in ("http", "https"):
+            raise _fail(url, f"redirect to {short_url(target)} refused: not http(s)")
+        if scheme != "https" and (https_only or _scheme(current) == "https"):
+            why = "only https is fetched here" if https_only else "a downgrade from https"
+            raise _fail(
+                url,
+                f"redirect from {short_url(current)} to {short_url(target)} refused ({why})",
+            )
+        return target
+
+    def _read(self, url: str, resp: httpx.Response, attempt: int) -> bytes:
+        import httpx
+
+        cap = self.limits.max_response_size
+        encoding = resp.headers.get("content-encoding", "").strip().lower()
+        decoder: Any = None
+        if encoding in ("gzip", "x-gzip"):
+            decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            decoder = zlib.decompressobj()
+        elif encoding not in ("", "identity"):
+            raise _fail(url, f"unsupported Content-Encoding {encoding[:40]!r}")
+        declared = resp.headers.get("content-length", "").strip()
+        if decoder is None and declared.isdigit() and len(declared) < 20 and int(declared) > cap:
+            raise _fail(
+                url,
+                f"the response is {declared} bytes, more than "
+                f"ENGINE_HTTP_MAX_RESPONSE_SIZE_BYTES ({cap})",
+            )
+        too_big = f"the response is larger than ENGINE_HTTP_MAX_RESPONSE_SIZE_BYTES ({cap})"
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            for raw in resp.iter_raw():
+                if decoder is None:
+                    data = raw
+                else:
+                    try:
+                        data = decoder.decompress(raw, cap - size + 1)
+                    except zlib.error as e:
+                        raise _fail(url, f"the {encoding} body is corrupt ({e})") from None
+                    if decoder.unconsumed_tail:
+                        raise _fail(url, too_big)
+                size += len(data)
+                if size > cap:
+                    raise _fail(url, too_big)
+                chunks.append(data)
+            if decoder is not None:
+                tail = decoder.flush()
+                size += len(tail)
+                if size > cap:
+                    raise _fail(url, too_big)
+                chunks.append(tail)
+        except httpx.TimeoutException:
+            raise self._timed_out(url, attempt) from None
+        except (httpx.TransportError, OSError) as e:
+            raise _Retry(f"the connection broke while reading ({_describe(e)})") from None
+        return b"".join(chunks)
+
+
+def _scheme(url: str) -> str:
+    try:
+        return urlsplit(url).scheme.lower()
+    except ValueError:
+        return ""
+
+
+def _status_text(resp: httpx.Response) -> str:
+    return f"HTTP status {resp.status_code} {resp.reason_phrase}".rstrip()
+
+
+def _describe(e: BaseException) -> str:
+    text = str(e) or type(e).__name__
+    return f"{type(e).__name__}: {text[:300]}"
+
+
+def cache_control_max_age(headers: Mapping[str, str]) -> int | None:
+    """Seconds from ``Cache-Control`` (``no-store``/``no-cache`` count as 0), else None."""
+    value = headers.get("cache-control")
+    if not value:
+        return None
+    max_age: int | None = None
+    for part in value.split(",")[:32]:
+        token = part.strip().lower()
+        if token in ("no-store", "no-cache"):
+            return 0
+        if token.startswith("max-age="):
+            raw = token[len("max-age=") :].strip().strip('"')
+            if raw.isdigit() and len(raw) <= 12:
+                max_age = int(raw)
+    return max_age
