@@ -215,7 +215,7 @@ def test_deep_nesting_is_a_parse_error_not_a_crash() -> None:
     ok = "(" * 50 + "1" + ")" * 50
     assert same(body(ok), Lit(1))
     deep = "(" * 1000 + "1" + ")" * 1000
-    with pytest.raises(PolicyParseError, match="nested too deeply"):
+    with pytest.raises(PolicyParseError, match="nests deeper than the limit of 100 levels"):
         body(deep)
 
 

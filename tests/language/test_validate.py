@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from polang.errors import ValidationError
+from polang.errors import PolicyParseError, ValidationError
 from polang.language.ast import Span
 from polang.language.parser import parse_policies
 from polang.language.schema import Schema, parse_schema
@@ -598,11 +598,15 @@ def test_validity_agrees_with_cedarpy(schema: Schema, scope: str, body: str) -> 
 
 
 def test_long_operator_chains(schema: Schema) -> None:
-    """The parser bounds nesting, not chain length: long chains validate like short ones."""
-    chain = " && ".join(["principal.age > 1"] * 3000)
+    """Chains up to the nesting limit validate like short ones (the checker walks `&&`
+    and `||` chains without recursion); longer ones are refused by the parser, by name."""
+    chain = " && ".join(["principal.age > 1"] * 90)
     found = findings(f"{P} when {{ principal has age && {chain} }};", schema)
     assert found == []
     found = findings(f"{P} when {{ principal has age || {chain} }};", schema)
     assert {f.kind for f in found} == {"unsafe_optional_attribute"}
-    total = " + ".join(["resource.level"] * 3000)
+    total = " + ".join(["resource.level"] * 90)
     assert findings(f"{P} when {{ {total} > 0 }};", schema) == []
+    total = " + ".join(["resource.level"] * 3000)
+    with pytest.raises(PolicyParseError, match=r"1:\d+: expression nests deeper than the limit"):
+        findings(f"{P} when {{ {total} > 0 }};", schema)

@@ -210,20 +210,50 @@ class Compiler:
 
     def fn(self, pred: str) -> Fn:
         f = self.fns.get(pred)
-        if f is None:
-            if pred in REQUEST_VARS:
-                f = _request_var(pred)
+        if f is not None:
+            return f
+        # What ``pred`` reads is compiled first, in post-order and without recursion, so
+        # compiling a deep expression (a long `+` chain) never recurses once per level.
+        fns = self.fns
+        order: list[str] = []
+        seen = {pred}
+        stack = [(pred, iter(self._deps(pred)))]
+        while stack:
+            p, deps = stack[-1]
+            for d in deps:
+                if d not in seen and d not in fns:
+                    seen.add(d)
+                    stack.append((d, iter(self._deps(d))))
+                    break
             else:
-                f = self._compile(pred, self.groups.get(pred, []))
-            self.fns[pred] = f
-        return f
+                stack.pop()
+                order.append(p)
+        for p in order:
+            if p not in fns:
+                if p in REQUEST_VARS:
+                    fns[p] = _request_var(p)
+                else:
+                    fns[p] = self._compile(p, self.groups.get(p, []))
+        return fns[pred]
+
+    def _deps(self, pred: str) -> tuple[str, ...]:
+        """The predicates ``pred``'s compiled function calls."""
+        if pred in REQUEST_VARS:
+            return ()
+        if self.specialize:
+            shape = self.shape(pred)
+            if shape.kind != "rules":
+                return shape.preds
+        return tuple(
+            lit.pred for r in self.groups.get(pred, []) for lit in r.body if isinstance(lit, Atom)
+        )
 
     # -- shapes -------------------------------------------------------------------------
 
     def _compile(self, pred: str, rules: Sequence[Rule]) -> Fn:
         if not self.specialize:
             return self._generic(pred, rules)
-        shape = classify(rules)
+        shape = self.shape(pred)
         kind, preds = shape.kind, shape.preds
         if kind == "const":
             c = shape.value

@@ -99,7 +99,10 @@ class _PolicyLowerer:
                 A = Var("A")
                 self.rule(Atom(n, (X,)), (Atom(a, (A,)), Builtin("neg", (A,), X, span)), span)
         elif isinstance(e, ast.Binary):
-            self.binary(n, e)
+            if e.op in ("&&", "||"):
+                self.binary(n, e)
+            else:  # straight to `call`: one frame less per level of a long chain
+                self.call(n, _BINARY_BUILTINS[e.op], [e.left, e.right], [], span)
         elif isinstance(e, ast.If):
             c = self.expr(e.cond)
             a = self.expr(e.then)

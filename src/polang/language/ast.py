@@ -214,6 +214,43 @@ Expr = (
 )
 
 
+def children(e: Expr) -> tuple[Expr, ...]:
+    """The operand expressions of ``e``, in evaluation order."""
+    if isinstance(e, Binary):
+        return (e.left, e.right)
+    if isinstance(e, GetAttr | Has | Like):
+        return (e.expr,)
+    if isinstance(e, Unary):
+        return (e.arg,)
+    if isinstance(e, MethodCall):
+        return (e.receiver, *e.args)
+    if isinstance(e, If):
+        return (e.cond, e.then, e.else_)
+    if isinstance(e, Is):
+        return (e.expr,) if e.in_expr is None else (e.expr, e.in_expr)
+    if isinstance(e, ExtCall):
+        return e.args
+    if isinstance(e, SetLit):
+        return e.elements
+    if isinstance(e, RecordLit):
+        return tuple(v for _, v in e.fields)
+    return ()
+
+
+def too_deep(e: Expr, limit: int) -> Expr | None:
+    """The first node (in evaluation order) nested deeper than ``limit`` levels, or
+    ``None``: found without recursion, so any tree can be asked."""
+    stack: list[tuple[Expr, int]] = [(e, 1)]
+    while stack:
+        node, d = stack.pop()
+        if d > limit:
+            return node
+        kids = children(node)
+        if kids:
+            stack.extend((k, d + 1) for k in reversed(kids))
+    return None
+
+
 # ---------------------------------------------------------------- scope
 
 

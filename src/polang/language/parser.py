@@ -94,10 +94,21 @@ EXTENSION_METHODS = frozenset(
 )
 """Extension methods: names are checked here, argument counts at evaluation."""
 
-MAX_NESTING = 200
-"""Deepest expression nesting accepted: far beyond real policies, and shallow enough that
-every recursive walk over the AST (formatting, lowering, equality) stays within Python's
-default recursion limit."""
+MAX_EXPRESSION_DEPTH = 100
+"""Deepest expression nesting accepted (docs/validation.md, "Limits"), counted on the tree
+later stages walk: each operator, member access, call, ``has``/``like``/``is`` test, set
+or record literal is a level, a chain nests one level per operator (``a + b + c`` is ``(a
++ b) + c``) and ``e has a.b.c`` (``e has a && e.a has b && e.a.b has c``) one per
+attribute; parentheses nested deeper are refused too. Real policies stay far below it
+(the conformance corpus nests at most 10 levels). It is what keeps every later stage (the
+type checker, lowering, the compiled backends, explanations, formatting), which walk the
+expression recursively with up to 4 Python frames per level (measured), well inside
+Python's default recursion limit of 1,000 frames: at most ~430 frames at this depth, also
+on a worker thread, leaving more than half of the limit to the caller."""
+
+MAX_LITERAL_DIGITS = 19
+"""The most digits a Long literal can have (``9223372036854775807``), leading zeros apart:
+longer ones are refused before Python converts them (it refuses past 4,300 digits)."""
 
 _IDENT_CHARS = frozenset("_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
@@ -278,6 +289,22 @@ def _terminal_text(name: str) -> str:
     return str(term.pattern.value)
 
 
+EXCERPT_CHARS = 100
+"""The longest source excerpt an error message quotes (a window around the column)."""
+
+
+def _window(line: str, column: int) -> tuple[str, int]:
+    """At most :data:`EXCERPT_CHARS` of ``line`` around ``column`` (1-based), and the
+    column within that window: a minified policy or a huge literal is not quoted whole."""
+    if len(line) <= EXCERPT_CHARS:
+        return line, column
+    start = max(0, min(column - 1 - EXCERPT_CHARS // 2, len(line) - EXCERPT_CHARS))
+    window = line[start : start + EXCERPT_CHARS]
+    prefix = "..." if start > 0 else ""
+    suffix = "..." if start + EXCERPT_CHARS < len(line) else ""
+    return f"{prefix}{window}{suffix}", column - start + len(prefix)
+
+
 class _Source:
     """The text being parsed: maps offsets to line/column and renders excerpts."""
 
@@ -303,7 +330,8 @@ class _Source:
             start = self.line_starts[line - 1]
             end = self.text.find("\n", start)
             src_line = self.text[start : end if end >= 0 else len(self.text)].rstrip("\r")
-            pad = "".join("\t" if c == "\t" else " " for c in src_line[: max(column - 1, 0)])
+            src_line, at = _window(src_line, column)
+            pad = "".join("\t" if c == "\t" else " " for c in src_line[: max(at - 1, 0)])
             excerpt = f"\n  {src_line}\n  {pad}^"
         return PolicyParseError(
             f"{where}: {message}{excerpt}", filename=self.filename, line=line, column=column
@@ -534,12 +562,14 @@ class _Converter:
         self.fail_at(offset, f"`{text}` is not a valid escape sequence")
 
     def number(self, tok: Token, negative: bool = False) -> int:
-        value = int(str(tok))
+        digits = str(tok).lstrip("0") or "0"
+        value = int(digits) if len(digits) <= MAX_LITERAL_DIGITS else LONG_MAX + 2
         if negative:
             value = -value
         if value > LONG_MAX or value < LONG_MIN:
-            shown = f"-{tok}" if negative else str(tok)
-            self.fail(tok, f"integer literal `{shown}` does not fit in 64 bits")
+            shown = str(tok) if len(tok) <= 40 else f"{tok[:20]}...({len(tok)} digits)"
+            shown = f"-{shown}" if negative else shown
+            self.fail(tok, f"integer literal `{shown}` does not fit in 64 bits (a Long)")
         return value
 
     # ---- policies
@@ -566,6 +596,12 @@ class _Converter:
                 kind = cast(Token, child.children[0])
                 self.fail(child, f"the `{kind}` condition is empty; write an expression in `{{}}`")
         assert scope is not None
+        # the clauses are joined by `&&`: each one is a level of the whole condition
+        budget = MAX_EXPRESSION_DEPTH - len(conditions)
+        if budget < 1:
+            self.too_deep(conditions[MAX_EXPRESSION_DEPTH - 1].span)
+        for c in conditions:
+            self.checked(c.body, budget)
         p_tree, a_tree, r_tree = (cast(Tree[Token], c) for c in scope.children)
         return ast.Policy(
             effect=cast(Any, effect),
@@ -672,13 +708,38 @@ class _Converter:
     def expr(self, node: Node) -> ast.Expr:
         if isinstance(node, Token):
             return self.token_expr(node)
-        self.depth += 1
-        if self.depth > MAX_NESTING:
-            self.fail(node, f"expression is nested too deeply (more than {MAX_NESTING} levels)")
+        # parentheses are unwrapped here (no frame each), but still count as nesting
+        levels = 1
+        while node.data == "paren":
+            inner = node.children[0]
+            if isinstance(inner, Token):
+                if self.depth + levels > MAX_EXPRESSION_DEPTH:
+                    self.too_deep(node)
+                return self.token_expr(inner)
+            node = inner
+            levels += 1
+        self.depth += levels
+        if self.depth > MAX_EXPRESSION_DEPTH:
+            self.too_deep(node)
         try:
             return self.expr_handlers[node.data](node)
         finally:
-            self.depth -= 1
+            self.depth -= levels
+
+    def too_deep(self, where: Node | ast.Span) -> NoReturn:
+        self.fail(
+            where,
+            f"expression nests deeper than the limit of {MAX_EXPRESSION_DEPTH} levels "
+            "(MAX_EXPRESSION_DEPTH; a chain `a || b || c` nests one level per operator: "
+            "split the condition, or test a set, `[a, b].contains(x)`)",
+        )
+
+    def checked(self, e: ast.Expr, limit: int = MAX_EXPRESSION_DEPTH) -> ast.Expr:
+        """``e``, once its whole tree is known to nest within ``limit`` levels."""
+        deep = ast.too_deep(e, limit)
+        if deep is not None:
+            self.too_deep(deep.span)
+        return e
 
     def token_expr(self, tok: Token) -> ast.Expr:
         t = tok.type
@@ -709,6 +770,8 @@ class _Converter:
 
     def _fold(self, tree: Tree[Token], op: ast.BinaryOp) -> ast.Expr:
         kids = tree.children
+        if len(kids) > 2 * MAX_EXPRESSION_DEPTH:
+            self.too_deep(kids[2 * MAX_EXPRESSION_DEPTH - 1])
         left = self.expr(kids[0])
         for i in range(2, len(kids), 2):
             right = self.expr(kids[i])
@@ -746,6 +809,15 @@ class _Converter:
                     path[1], "after `has`, write an attribute path as identifiers: `e has a.b`"
                 )
             return ast.Has(target, self.string(first), sp)
+        if len(path) >= MAX_EXPRESSION_DEPTH:
+            # `e has a.b.c` is `e has a && e.a has b && e.a.b has c`: one level per
+            # attribute, and k(k+1)/2 attribute reads for k of them
+            self.fail(
+                path[MAX_EXPRESSION_DEPTH - 1],
+                f"the attribute path after `has` has {len(path)} attributes: it nests deeper "
+                f"than the limit of {MAX_EXPRESSION_DEPTH} levels (MAX_EXPRESSION_DEPTH; "
+                "each attribute of the path is a level)",
+            )
         attrs = [self.ident(cast(Token, t), "an attribute name") for t in path]
         result: ast.Expr = ast.Has(target, attrs[0], sp)
         prefix: ast.Expr = target
@@ -767,6 +839,8 @@ class _Converter:
 
     def arith(self, tree: Tree[Token]) -> ast.Expr:
         kids = tree.children
+        if len(kids) > 2 * MAX_EXPRESSION_DEPTH:
+            self.too_deep(kids[2 * MAX_EXPRESSION_DEPTH - 1])
         left = self.expr(kids[0])
         for i in range(1, len(kids), 2):
             op = cast(Token, kids[i])
@@ -809,6 +883,8 @@ class _Converter:
 
     def member(self, tree: Tree[Token]) -> ast.Expr:
         kids = tree.children
+        if len(kids) > MAX_EXPRESSION_DEPTH:
+            self.too_deep(kids[MAX_EXPRESSION_DEPTH])
         e = self.expr(kids[0])
         for acc in kids[1:]:
             acc = cast(Tree[Token], acc)
@@ -837,7 +913,10 @@ class _Converter:
         return name
 
     def args(self, tree: Tree[Token]) -> tuple[ast.Expr, ...]:
-        return tuple(self.expr(a) for a in tree.children)
+        out = []
+        for a in tree.children:  # a loop, not a generator: one frame less per level
+            out.append(self.expr(a))
+        return tuple(out)
 
     def var(self, tree: Tree[Token]) -> ast.Expr:
         kids = tree.children
@@ -947,7 +1026,8 @@ def parse_expression(text: str, filename: str | None = None) -> ast.Expr:
     """A standalone expression (template slots are not allowed outside a scope)."""
     src = _Source(text, filename)
     tree = _parse_tree(src, "expression")
-    return _Converter(src).expr(tree.children[0])
+    conv = _Converter(src)
+    return conv.checked(conv.expr(tree.children[0]))
 
 
 def parse_entity_uid(text: str) -> EntityUID:
