@@ -7,6 +7,9 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -89,3 +92,37 @@ def test_multi_issuer_example(tmp_path: Path) -> None:
     assert types == ["Acme::Access_token", "Acme::Id_token", "Partner::Access_token"]
     policies = (store / "policies" / "documents.polang").read_text()
     assert ".hasTag(" in policies and ".getTag(" in policies
+
+
+def readme_blocks(language: str) -> list[str]:
+    """The README's fenced code blocks in ``language``, in order."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    return re.findall(rf"^```{language}\n(.*?)^```$", text, flags=re.DOTALL | re.MULTILINE)
+
+
+def test_readme_python_snippet_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's Python snippet, run as a user pastes it (from the repository root)."""
+    (snippet,) = readme_blocks("python")
+    monkeypatch.chdir(REPO)
+    ns: dict[str, object] = {"__name__": "__readme__"}
+    exec(compile(snippet, "README.md", "exec"), ns)
+    result: Any = ns["result"]
+    engine: Any = ns["engine"]
+    try:
+        assert result.decision is True
+        assert result.response.diagnostics.reason == ["org-members-read"]
+        assert (
+            "org-members-read"
+            in engine.explain(ns["action"], ns["resource"], {}, ns["principal"]).render()
+        )
+    finally:
+        engine.close()
+
+
+def test_readme_first_command_is_the_one_ci_checks() -> None:
+    """CI runs the README's first command from a fresh install of the built wheel
+    (.ci/run): it must stay an install followed by ``.venv/bin/polang``."""
+    first = readme_blocks("sh")[0].strip()
+    assert "\n" not in first
+    assert first.startswith("python3 -m venv .venv && .venv/bin/pip install")
+    assert " && .venv/bin/polang authorize " in first
