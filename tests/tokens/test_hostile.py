@@ -17,11 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from polang import Engine, TokenError, TokenInput
 from polang.config import Config
-from polang.errors import ConfigError
-from polang.tokens import TokenProcessor, TokenSettings
+from polang.errors import MAX_MESSAGE_CHARS, ConfigError
+from polang.tokens import DROP_KINDS, TokenProcessor, TokenSettings
+from polang.tokens.model import MAX_DROP_MESSAGE
 from polang.tokens.settings import DEFAULT_TOKEN_MAX_SIZE
 
 from .conftest import issuer_record
@@ -466,3 +469,110 @@ def test_a_store_refresh_never_breaks_a_request_in_flight(
         engine.close()
     assert "error" not in got, got.get("error")
     assert got["result"].decision is True and got["result"].dropped_tokens == []
+
+
+# ---------------------------------------------------------------- property-based fuzzing
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=20)
+)
+_json = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_HEADER_KEYS = ["alg", "kid", "typ", "crit", "b64", "jku", "x5u", "jwk", "zip"]
+_CLAIM_KEYS = ["iss", "sub", "aud", "exp", "nbf", "iat", "jti", "scope", "role", "acr"]
+
+
+@st.composite
+def near_jwts(draw: st.DrawFn, iss: str) -> str:
+    """Tokens shaped like JWTs, with any JSON (or not-quite JSON) in their parts."""
+    header = draw(st.dictionaries(st.sampled_from(_HEADER_KEYS), _json, max_size=4))
+    if draw(st.booleans()):
+        header["alg"] = draw(st.sampled_from(["RS256", "ES256", "HS256", "none", "EdDSA"]))
+    claims = draw(st.dictionaries(st.sampled_from(_CLAIM_KEYS) | st.text(max_size=6), _json))
+    if draw(st.booleans()):
+        claims["iss"] = iss
+    parts = [json.dumps(header), json.dumps(claims)]  # may hold NaN/Infinity: not JSON
+    if draw(st.booleans()):
+        i = draw(st.integers(0, 1))
+        cut = draw(st.integers(0, len(parts[i])))
+        parts[i] = parts[i][:cut]
+    sig = draw(st.text("abcdefghijklmnopqrstuvwxyz0123456789-_", max_size=40))
+    return f"{b64(parts[0])}.{b64(parts[1])}.{sig}"
+
+
+def _only_drops(engine: Engine, tokens: list[str]) -> None:
+    try:
+        result = engine.authorize_multi_issuer([TokenInput(ACCESS, t) for t in tokens], READ, doc())
+    except TokenError as e:  # every token dropped: a PolangError, bounded
+        assert len(str(e)) <= MAX_MESSAGE_CHARS + 200
+        for r in e.reasons:
+            assert r["reason"]["kind"] in DROP_KINDS
+            assert len(r["reason"]["message"]) <= MAX_DROP_MESSAGE + 100
+        return
+    for d in result.dropped_tokens or []:
+        assert d.kind in DROP_KINDS and len(d.message) <= MAX_DROP_MESSAGE + 100
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_fuzzed_tokens_only_ever_drop(
+    engine_for: Callable[..., tuple[Engine, OidcProvider]], data: st.DataObject
+) -> None:
+    engine, acme = _fuzz_engine(engine_for, "verified")
+    tokens = data.draw(
+        st.lists(
+            near_jwts(acme.issuer)
+            | st.text(max_size=300)
+            | st.binary(max_size=200).map(lambda b: b.decode("latin-1")),
+            min_size=1,
+            max_size=3,
+        )
+    )
+    _only_drops(engine, tokens)
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_fuzzed_unverified_tokens_only_ever_drop(
+    engine_for: Callable[..., tuple[Engine, OidcProvider]], data: st.DataObject
+) -> None:
+    # with signatures off every claim reaches entity building, so this fuzzes that too
+    engine, acme = _fuzz_engine(
+        engine_for,
+        "unverified",
+        ENGINE_JWT_SIG_VALIDATION="disabled",
+        ENGINE_JWT_STATUS_VALIDATION="disabled",  # no fetches of made-up status URIs
+    )
+    tokens = data.draw(st.lists(near_jwts(acme.issuer), min_size=1, max_size=3))
+    _only_drops(engine, tokens)
+
+
+_FUZZ_ENGINES: dict[tuple[int, str], tuple[Engine, OidcProvider]] = {}
+
+
+def _fuzz_engine(
+    engine_for: Callable[..., tuple[Engine, OidcProvider]], name: str, **props: Any
+) -> tuple[Engine, OidcProvider]:
+    """One engine per test (the fixture's own), not one per example."""
+    key = (id(engine_for), name)
+    if key not in _FUZZ_ENGINES:
+        _FUZZ_ENGINES.clear()
+        _FUZZ_ENGINES[key] = engine_for(**props)
+    return _FUZZ_ENGINES[key]
