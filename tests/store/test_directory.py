@@ -99,7 +99,7 @@ def test_metadata_field_forms(make_store: MakeStore, field: str, value: object, 
 
 
 def test_metadata_requires_each_field(make_store: MakeStore) -> None:
-    for field in ("id", "name", "version", "created_date", "updated_date"):
+    for field in ("id", "name", "version"):
         meta = json.loads(json.dumps(METADATA))
         del meta["policy_store"][field]
         err = rejected(make_store({"metadata.json": json.dumps(meta)}))

@@ -21,7 +21,7 @@ from polang.language.schema import Schema, parse_schema, parse_schema_json
 from polang.language.values import EntityUID
 from polang.store.errors import Problems, StoreProblem, strip_position_prefix
 from polang.store.fields import Checker, jpath, show
-from polang.store.issuers import parse_issuer_map
+from polang.store.issuers import check_trusted_issuer
 from polang.store.model import PolicyStore, TemplateLink
 from polang.store.raw import PolicyPart, RawStore, TextPart, load_json
 from polang.tokens.settings import IssuerSettings
@@ -357,21 +357,28 @@ def _issuers(raw: RawStore, problems: Problems) -> dict[str, IssuerSettings]:
     out: dict[str, IssuerSettings] = {}
     where: dict[str, str] = {}
     for part in raw.issuers:
-        data = part.data
-        if isinstance(data, Mapping):
-            for iid in data:
-                if str(iid) in where:
-                    problems.add(
-                        "issuer",
-                        part.file,
-                        f"issuer id {show(iid)} is defined twice (first in {where[str(iid)]})",
-                        jpath(part.location, str(iid)),
-                    )
-        parsed = parse_issuer_map(data, file=part.file, path=part.location, problems=problems)
-        for iid, issuer in parsed.items():
-            if iid not in where:
-                where[iid] = part.file
-                out[iid] = issuer
+        ck = Checker(problems, part.file)
+        records: list[tuple[str, Any, str]]
+        if part.issuer_id is not None:  # one record: its path is the file's own
+            records = [(part.issuer_id, part.data, part.location)]
+        else:
+            data = ck.obj(part.data, part.location, "an object mapping issuer ids to issuers")
+            if data is None:
+                continue
+            records = [(str(k), v, jpath(part.location, str(k))) for k, v in data.items()]
+        for iid, record, path in records:
+            if iid in where:
+                problems.add(
+                    "issuer",
+                    part.file,
+                    f"issuer id {show(iid)} is defined twice (first in {where[iid]})",
+                    path,
+                )
+                continue
+            where[iid] = part.file
+            parsed = check_trusted_issuer(iid, record, ck, path)
+            if parsed is not None:
+                out[iid] = parsed
     return out
 
 

@@ -1,8 +1,10 @@
 """Trusted issuer records: the one parser behind the store loader and ``from_dict``.
 
 Issuer records decide whose tokens are believed, so a typo here is a security problem:
-unknown fields are errors (not ignored), endpoints must be HTTPS and every regex must
-compile when the store loads rather than when the first token arrives. The result is the
+an unknown field is never silently ignored (a warning in the system log and in ``polang
+store validate`` with a did-you-mean hint, an error when the store is loaded strictly and
+for records given in code), endpoints must be HTTPS and every regex must compile when the
+store loads rather than when the first token arrives. The result is the
 token layer's own model (:class:`~polang.tokens.settings.IssuerSettings`), so the engine
 uses exactly what the loader checked.
 """
@@ -35,6 +37,8 @@ ISSUER_FIELDS = (
     "openid_configuration_endpoint",
     "token_metadata",
     "expected_audience",
+    "id",  # Cedarling's single-record files: the issuer's id (see layout)
+    "configuration_endpoint",  # Cedarling's alias of openid_configuration_endpoint
 )
 TOKEN_FIELDS = (
     "trusted",
@@ -104,19 +108,34 @@ def check_trusted_issuer(
             "it names the issuer's TrustedIssuer namespace",
         )
     description = ck.string(rec, "description", path, non_empty=False)
-    endpoint = ck.string(rec, "openid_configuration_endpoint", path, required=True)
+    record_id = ck.string(rec, "id", path)
+    if record_id is not None and record_id != issuer_id:
+        ck.add(
+            "issuer",
+            jpath(path, "id"),
+            f"id {show(record_id)} differs from the issuer id {show(issuer_id)} it is stored under",
+        )
+    endpoint_key = _endpoint_key(rec, ck, path)
+    endpoint = ck.string(rec, endpoint_key, path)
+    if endpoint_key not in rec or rec[endpoint_key] is None:
+        ck.add(
+            "missing_field",
+            jpath(path, "openid_configuration_endpoint"),
+            "required field 'openid_configuration_endpoint' is missing "
+            "(or its alias 'configuration_endpoint')",
+        )
     if endpoint is not None:
         parts = urlsplit(endpoint)
         if parts.scheme.lower() != "https" or not parts.hostname:
             ck.add(
                 "issuer",
-                jpath(path, "openid_configuration_endpoint"),
+                jpath(path, endpoint_key),
                 f"must be an https:// URL with a host, got {show(endpoint)}",
             )
         elif parts.fragment or parts.username or parts.password:
             ck.add(
                 "issuer",
-                jpath(path, "openid_configuration_endpoint"),
+                jpath(path, endpoint_key),
                 "must not carry credentials or a fragment",
             )
     audience = check_audience(rec, path, ck)
@@ -153,6 +172,23 @@ def check_trusted_issuer(
         token_metadata=tokens,
         expected_audience=audience,
     )
+
+
+def _endpoint_key(rec: Mapping[str, Any], ck: Checker, path: str) -> str:
+    """Which key holds the endpoint: ``openid_configuration_endpoint``, or Cedarling's
+    ``configuration_endpoint`` (the RFC's name); both may be given only when equal."""
+    main, alias = "openid_configuration_endpoint", "configuration_endpoint"
+    if rec.get(alias) is None:
+        return main
+    if rec.get(main) is None:
+        return alias
+    if rec[main] != rec[alias]:
+        ck.add(
+            "issuer",
+            jpath(path, alias),
+            f"{alias!r} is an alias of {main!r}; both are given and they differ",
+        )
+    return main
 
 
 def check_token_metadata(

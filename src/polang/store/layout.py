@@ -13,7 +13,7 @@ import os
 import re
 import stat
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from polang.config import Config
@@ -31,7 +31,11 @@ POLICY_EXT = ".polang"
 METADATA_FIELDS = ("polang_version", "policy_store")
 STORE_FIELDS = ("id", "name", "description", "version", "created_date", "updated_date")
 MANIFEST_FIELDS = ("policy_store_id", "generated_date", "files")
-_CHECKSUM = re.compile(r"^sha256:([0-9a-fA-F]{64})$")
+_CHECKSUM = re.compile(r"^(sha256:[0-9a-fA-F]{64}|sha1:[0-9a-fA-F]{40})$")
+CHECKSUM_FORMS = "sha256:<64 hex digits> or sha1:<40 hex digits> (a git blob hash)"
+
+#: A top-level string under one of these keys marks a single issuer record.
+SINGLE_ISSUER_KEYS = ("name", "openid_configuration_endpoint", "configuration_endpoint")
 
 #: Unexpected files reported one by one; the rest are counted in one more problem.
 MAX_UNEXPECTED_LISTED = 5
@@ -40,6 +44,16 @@ LAYOUT_HELP = (
     "metadata.json, manifest.json, schema.polangschema, policies/*.polang, "
     "templates/*.polang, templates/links.json, entities/*.json, trusted-issuers/*.json"
 )
+
+
+def is_single_issuer_record(data: Mapping[str, Any]) -> bool:
+    """Whether a ``trusted-issuers/*.json`` object is one issuer record (Cedarling's form).
+
+    It is when a top-level ``name``, ``openid_configuration_endpoint`` or
+    ``configuration_endpoint`` holds a string; otherwise the file is a map of issuer ids to
+    records. A map's values are all objects, so the two forms never overlap.
+    """
+    return any(isinstance(data.get(k), str) for k in SINGLE_ISSUER_KEYS)
 
 
 def is_ignored(path: str) -> bool:
@@ -302,12 +316,20 @@ def read_layout(
                 problems.add(
                     "invalid_field",
                     name,
-                    "an issuer file must be a JSON object mapping issuer ids to issuers",
+                    "an issuer file must be a JSON object: one issuer record, or an object "
+                    "mapping issuer ids to issuer records",
                     "$",
                 )
                 continue
-            raw.issuers.append(JsonPart(name, "$", data))
-            raw.issuer_records.update(data)
+            if is_single_issuer_record(data):
+                iid = data.get("id")
+                if not isinstance(iid, str) or not iid.strip():
+                    iid = PurePosixPath(name).stem  # Cedarling: the file name without .json
+                raw.issuers.append(JsonPart(name, "$", data, issuer_id=iid))
+                raw.issuer_records[iid] = data
+            else:
+                raw.issuers.append(JsonPart(name, "$", data))
+                raw.issuer_records.update(data)
         else:
             unexpected.append(name)
     for name in unexpected[:MAX_UNEXPECTED_LISTED]:
@@ -361,8 +383,8 @@ def _read_metadata(data: bytes, raw: RawStore, problems: Problems) -> None:
     if version is not None and not is_version(version):
         ck.add("invalid_field", f"{p}.version", f"must have the form X.Y.Z, got {show(version)}")
     raw.version = version
-    for key in ("created_date", "updated_date"):
-        value = ck.string(ps, key, p, required=True)
+    for key in ("created_date", "updated_date"):  # both optional (as in Cedarling's stores)
+        value = ck.string(ps, key, p)
         if value is None:
             continue
         parsed = parse_utc(value)
@@ -408,8 +430,12 @@ def _check_manifest(
     listed = ck.obj(rec["files"], "$.files", "an object mapping file paths to {size, checksum}")
     if listed is None:
         return
+    verify = config.policy_store_validate_checksum
+    sha1_files: list[str] = []
     for path, entry in listed.items():
         ep = jpath("$.files", path)
+        if path == MANIFEST:  # Cedarling's tools list the manifest in itself: skipped
+            continue
         e = ck.obj(entry, ep, "an object {size, checksum}")
         if e is None:
             continue
@@ -423,16 +449,13 @@ def _check_manifest(
             )
             size = None
         checksum = e.get("checksum")
-        m = _CHECKSUM.match(checksum) if isinstance(checksum, str) else None
-        if m is None:
+        ok = isinstance(checksum, str) and _CHECKSUM.match(checksum) is not None
+        if verify and not ok:  # with checksums off, no checksum form rejects a store
             ck.add(
                 "missing_field" if "checksum" not in e else "invalid_field",
                 jpath(ep, "checksum"),
-                f"must have the form sha256:<64 hex digits>, got {show(checksum)}",
+                f"must have the form {CHECKSUM_FORMS}, got {show(checksum)}",
             )
-        if path == MANIFEST:
-            problems.add("manifest", MANIFEST, "the manifest must not list itself", ep)
-            continue
         if path not in files:
             problems.add("manifest", MANIFEST, f"lists {show(path)}, which is not in the store", ep)
             continue
@@ -443,14 +466,40 @@ def _check_manifest(
                 path,
                 f"size {len(content)} bytes differs from the manifest's {size}",
             )
-        if m is not None and config.policy_store_validate_checksum:
-            actual = hashlib.sha256(content).hexdigest()
-            if actual != m.group(1).lower():
+        if ok and verify:
+            assert isinstance(checksum, str)
+            algorithm, _, expected = checksum.partition(":")
+            expected = expected.lower()
+            if algorithm == "sha1":
+                sha1_files.append(path)
+                actual = git_blob_sha1(content)
+                what = "SHA-1 (git blob) checksum"
+            else:
+                actual = hashlib.sha256(content).hexdigest()
+                what = "SHA-256 checksum"
+            if actual != expected:
+                hint = ""
+                if (
+                    algorithm == "sha1"
+                    and hashlib.sha1(content, usedforsecurity=False).hexdigest() == expected
+                ):
+                    hint = (
+                        " (the manifest holds the file's plain SHA-1: sha1: checksums are "
+                        'git blob hashes, SHA-1 of b"blob <size>\\0" + content)'
+                    )
                 problems.add(
                     "manifest",
                     path,
-                    f"SHA-256 checksum {actual} differs from the manifest's {m.group(1).lower()}",
+                    f"{what} {actual} differs from the manifest's {expected}{hint}",
                 )
+    if sha1_files:
+        problems.warn(
+            "manifest",
+            MANIFEST,
+            f"{len(sha1_files)} files are checked with sha1: checksums ({listing(sha1_files, 3)}):"
+            " SHA-1 is weak (collisions can be made on purpose); prefer sha256: "
+            "(polang store pack writes sha256:)",
+        )
     for path in sorted(files):
         if path != MANIFEST and path not in listed:
             problems.add(
@@ -458,3 +507,10 @@ def _check_manifest(
                 path,
                 "this file is not listed in manifest.json (the manifest must list every file)",
             )
+
+
+def git_blob_sha1(content: bytes) -> str:
+    """The git blob hash of ``content``: SHA-1 of ``b"blob <size>\\0" + content``."""
+    h = hashlib.sha1(b"blob %d\0" % len(content), usedforsecurity=False)
+    h.update(content)
+    return h.hexdigest()

@@ -112,6 +112,9 @@ def read_legacy(
 
 
 def _language_version(ck: Checker, rec: Mapping[str, Any], path: str) -> str | None:
+    """``vX.Y.Z`` (``v`` optional); ``""`` counts as absent (Cedarling's stores carry it)."""
+    if rec.get("polang_version") == "":
+        return None
     v = ck.string(rec, "polang_version", path)
     if v is not None and not is_version(v, v_prefix=True):
         ck.add(

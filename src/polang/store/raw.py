@@ -45,11 +45,16 @@ class PolicyPart(TextPart):
 
 @dataclass
 class JsonPart:
-    """A JSON value found at ``location`` (a JSON path) of ``file``."""
+    """A JSON value found at ``location`` (a JSON path) of ``file``.
+
+    For issuer parts, ``issuer_id`` set means ``data`` is one issuer record (a
+    Cedarling-style ``trusted-issuers/*.json`` file) rather than a map of ids to records.
+    """
 
     file: str
     location: str
     data: Any
+    issuer_id: str | None = None
 
 
 @dataclass
@@ -73,7 +78,7 @@ class RawStore:
     entities: list[JsonPart] = field(default_factory=list)
     """One part per entity object; ``data`` is the decoded entity JSON."""
     issuers: list[JsonPart] = field(default_factory=list)
-    """Issuer maps ``{"<issuer_id>": record}``."""
+    """Issuer maps ``{"<issuer_id>": record}``, or single records (``issuer_id`` set)."""
     issuer_records: dict[str, Any] = field(default_factory=dict)
     """Raw issuer records by id (conversion writes them back unchanged)."""
 

@@ -1,0 +1,463 @@
+"""Stores in Cedarling's shapes (renamed ``cedar`` -> ``polang``) load as they are (issue 12).
+
+The fixtures are written here, modelled on how Cedarling's published test stores are laid
+out: ``metadata.json`` without timestamps and with an empty description, one issuer record
+per ``trusted-issuers/*.json`` file (``configuration_endpoint``, an optional ``id``), issuer
+records still carrying the old ``access_tokens`` / ``id_tokens`` fields, a manifest of git
+blob hashes (``sha1:``) that lists itself, policy records with ``polang_version: ""``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from polang.config import Config
+from polang.store import PolicyStoreLoadError, PolicyStoreSource
+from polang.store.layout import git_blob_sha1, is_single_issuer_record
+from polang.store.tools import validate_store
+
+from .storekit import b64, write_tree, zip_bytes
+
+STORE_ID = "a1b2c3d4e5f60718293a4b5c6d7e8f9001122334"
+
+SCHEMA = """namespace Jans {
+    type Url = {"host": String, "path": String, "protocol": String};
+    entity TrustedIssuer = {"issuer_entity_id": Url};
+    entity Role;
+    entity User in [Role] = {"sub"?: String, "email"?: String};
+    entity Workload = {"client_id"?: String};
+    entity Access_token = {"aud"?: String, "exp"?: Long, "iat"?: Long, "jti"?: String};
+    entity Id_token = {"aud"?: String, "exp"?: Long, "iat"?: Long, "jti"?: String};
+    entity Application = {"name": String};
+    action "Read" appliesTo {
+        principal: [User, Workload],
+        resource: [Application],
+        context: {}
+    };
+}
+"""
+
+POLICY = """@id("admins-read")
+permit (
+    principal in Jans::Role::"admin",
+    action == Jans::Action::"Read",
+    resource is Jans::Application
+);
+"""
+
+METADATA: dict[str, Any] = {
+    "polang_version": "4.0.0",
+    "policy_store": {
+        "id": STORE_ID,
+        "name": "Jans demo store",
+        "description": "",
+        "version": "1.0.0",
+    },
+}
+
+JANS_ISSUER: dict[str, Any] = {
+    "id": "7d2c4b8f0e1a",
+    "name": "Jans",
+    "description": "Jans OpenID Provider",
+    "configuration_endpoint": "https://jans.example.test/.well-known/openid-configuration",
+    "token_metadata": {
+        "access_token": {
+            "trusted": True,
+            "entity_type_name": "Jans::Access_token",
+            "token_id": "jti",
+            "user_id": "sub",
+            "role_mapping": "role",
+            "required_claims": ["exp", "iss"],
+        },
+        "id_token": {"trusted": False, "entity_type_name": "Jans::Id_token"},
+    },
+}
+
+# an older record: no id (the file name gives it), the old per-token fields still present
+PARTNER_ISSUER: dict[str, Any] = {
+    "name": "Partner",
+    "description": "a partner's provider",
+    "openid_configuration_endpoint": "https://idp.partner.test/.well-known/openid-configuration",
+    "access_tokens": {"trusted": True},
+    "id_tokens": {"trusted": True, "principal_identifier": "sub"},
+    "token_metadata": {"access_token": {"entity_type_name": "Jans::Access_token"}},
+}
+
+
+def cedarling_files(**changes: Any) -> dict[str, str | bytes]:
+    files: dict[str, str | bytes] = {
+        "metadata.json": json.dumps(METADATA, indent=2),
+        "schema.polangschema": SCHEMA,
+        "policies/admins-read.polang": POLICY,
+        "trusted-issuers/jans.json": json.dumps(JANS_ISSUER, indent=2),
+        "trusted-issuers/partner.json": json.dumps(PARTNER_ISSUER, indent=2),
+        "entities/roles.json": json.dumps(
+            [{"uid": {"type": "Jans::Role", "id": "admin"}, "attrs": {}, "parents": []}]
+        ),
+    }
+    for name, content in changes.items():
+        name = name.replace("__", "/")
+        if content is None:
+            files.pop(name, None)
+        else:
+            files[name] = content
+    return files
+
+
+def sha1_manifest(files: dict[str, str | bytes], *, list_itself: bool = True) -> str:
+    """A manifest as Cedarling's tools write it: git blob hashes, listing itself too."""
+    entries: dict[str, Any] = {}
+    for name, content in sorted(files.items()):
+        data = content.encode() if isinstance(content, str) else content
+        entries[name] = {"size": len(data), "checksum": "sha1:" + git_blob_sha1(data)}
+    if list_itself:
+        entries["manifest.json"] = {"size": 0, "checksum": "sha1:" + "0" * 40}
+    return json.dumps(
+        {"policy_store_id": STORE_ID, "generated_date": "2025-06-01T12:00:00Z", "files": entries}
+    )
+
+
+def with_manifest(files: dict[str, str | bytes]) -> dict[str, str | bytes]:
+    return {**files, "manifest.json": sha1_manifest(files)}
+
+
+def load_dir(tmp_path: Path, files: dict[str, str | bytes], **kw: Any) -> Any:
+    root = write_tree(tmp_path / "store", files)
+    return PolicyStoreSource.directory(root).load(**kw)
+
+
+def rejected_dir(tmp_path: Path, files: dict[str, str | bytes], **kw: Any) -> PolicyStoreLoadError:
+    with pytest.raises(PolicyStoreLoadError) as e:
+        load_dir(tmp_path, files, **kw)
+    return e.value
+
+
+# ---------------------------------------------------------------- the whole store
+
+
+def test_a_cedarling_directory_store_loads(tmp_path: Path) -> None:
+    store = load_dir(tmp_path, with_manifest(cedarling_files()))
+    assert store.id == STORE_ID
+    assert store.description == ""
+    assert store.created_date is None and store.updated_date is None
+    assert set(store.trusted_issuers) == {"7d2c4b8f0e1a", "partner"}
+    jans = store.trusted_issuers["7d2c4b8f0e1a"]
+    assert jans.name == "Jans"
+    assert jans.openid_configuration_endpoint == JANS_ISSUER["configuration_endpoint"]
+    assert jans.token_metadata["access_token"].required_claims == ("exp", "iss")
+    assert jans.token_metadata["id_token"].trusted is False
+    partner = store.trusted_issuers["partner"]
+    assert partner.openid_configuration_endpoint == PARTNER_ISSUER["openid_configuration_endpoint"]
+    # what polang does not use is reported, not silently dropped
+    warned = {(w.kind, w.file, w.location) for w in store.warnings}
+    assert ("unknown_field", "trusted-issuers/partner.json", "$.access_tokens") in warned
+    assert ("unknown_field", "trusted-issuers/partner.json", "$.id_tokens") in warned
+    sha1 = [w for w in store.warnings if w.kind == "manifest"]
+    assert len(sha1) == 1 and "SHA-1 is weak" in sha1[0].message
+    assert store.summary()["warnings"] == len(store.warnings) == 3
+
+
+def test_the_same_store_as_a_parc_archive_loads_the_same(tmp_path: Path) -> None:
+    files = with_manifest(cedarling_files())
+    from_dir = load_dir(tmp_path, files)
+    path = tmp_path / "store.parc"
+    path.write_bytes(zip_bytes(files))
+    from_zip = PolicyStoreSource.from_path(path).load()
+    assert from_zip.trusted_issuers == from_dir.trusted_issuers
+    assert from_zip.policies == from_dir.policies
+    assert [str(w) for w in from_zip.warnings] == [str(w) for w in from_dir.warnings]
+
+
+def test_strict_loading_turns_unknown_fields_into_errors(tmp_path: Path) -> None:
+    err = rejected_dir(tmp_path, cedarling_files(), strict=True)
+    assert sorted(p.location or "" for p in err.problems) == ["$.access_tokens", "$.id_tokens"]
+    assert err.kinds == ["unknown_field", "unknown_field"]
+
+
+def test_validate_reports_warnings_and_strict_makes_them_problems(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "store", with_manifest(cedarling_files()))
+    report = validate_store(root)
+    assert report["valid"] is True
+    assert {w["location"] for w in report["warnings"]} >= {"$.access_tokens", "$.id_tokens"}
+    strict = validate_store(root, strict=True)
+    assert strict["valid"] is False
+    assert {p["kind"] for p in strict["problems"]} == {"unknown_field"}
+
+
+def test_an_unknown_field_warning_keeps_its_did_you_mean(tmp_path: Path) -> None:
+    rec = copy.deepcopy(JANS_ISSUER)
+    rec["token_metadata"]["access_token"]["required_claim"] = ["exp"]
+    store = load_dir(tmp_path, cedarling_files(**{"trusted-issuers__jans.json": json.dumps(rec)}))
+    [w] = [w for w in store.warnings if w.file == "trusted-issuers/jans.json"]
+    assert w.location == "$.token_metadata.access_token.required_claim"
+    assert "did you mean 'required_claims'?" in w.message
+    assert "(ignored)" in w.message
+
+
+def test_a_renamed_field_stays_an_error(tmp_path: Path) -> None:
+    rec = copy.deepcopy(JANS_ISSUER)
+    rec["tokens_metadata"] = rec.pop("token_metadata")
+    err = rejected_dir(tmp_path, cedarling_files(**{"trusted-issuers__jans.json": json.dumps(rec)}))
+    p = next(p for p in err.problems if p.kind == "deprecated_field")
+    assert "renamed 'token_metadata'" in p.message
+
+
+# ---------------------------------------------------------------- metadata.json
+
+
+@pytest.mark.parametrize(
+    "dates",
+    [{}, {"created_date": "2025-01-01T00:00:00Z"}, {"updated_date": "2025-01-02T00:00:00Z"}],
+)
+def test_metadata_timestamps_are_optional(tmp_path: Path, dates: dict[str, str]) -> None:
+    meta = copy.deepcopy(METADATA)
+    meta["policy_store"].update(dates)
+    store = load_dir(tmp_path, cedarling_files(**{"metadata.json": json.dumps(meta)}))
+    assert (store.created_date is None) == ("created_date" not in dates)
+    assert (store.updated_date is None) == ("updated_date" not in dates)
+
+
+def test_a_metadata_timestamp_that_is_given_must_still_be_valid(tmp_path: Path) -> None:
+    meta = copy.deepcopy(METADATA)
+    meta["policy_store"]["updated_date"] = "yesterday"
+    err = rejected_dir(tmp_path, cedarling_files(**{"metadata.json": json.dumps(meta)}))
+    assert (err.kind, err.problems[0].location) == ("invalid_field", "$.policy_store.updated_date")
+
+
+# ---------------------------------------------------------------- issuer files
+
+
+def test_issuer_file_forms_are_told_apart_unambiguously() -> None:
+    assert is_single_issuer_record({"name": "Jans"})
+    assert is_single_issuer_record({"configuration_endpoint": "https://x/"})
+    assert is_single_issuer_record({"openid_configuration_endpoint": "https://x/"})
+    # a map's values are objects, even under an issuer id that looks like a field name
+    assert not is_single_issuer_record({"name": {"name": "Jans"}})
+    assert not is_single_issuer_record({"jans": JANS_ISSUER})
+    assert not is_single_issuer_record({})
+
+
+def test_a_map_under_an_id_called_name_is_still_a_map(tmp_path: Path) -> None:
+    rec = {k: v for k, v in JANS_ISSUER.items() if k != "id"}
+    files = cedarling_files(**{"trusted-issuers__jans.json": json.dumps({"name": rec})})
+    store = load_dir(tmp_path, files)
+    assert store.trusted_issuers["name"].name == "Jans"
+
+
+def test_the_map_form_and_the_record_form_mix(tmp_path: Path) -> None:
+    rec = {k: v for k, v in JANS_ISSUER.items() if k != "id"}
+    files = cedarling_files(**{"trusted-issuers__more.json": json.dumps({"other": rec})})
+    assert set(load_dir(tmp_path, files).trusted_issuers) == {"7d2c4b8f0e1a", "partner", "other"}
+
+
+def test_a_record_id_comes_from_the_id_field_else_the_file_name(tmp_path: Path) -> None:
+    rec = {**JANS_ISSUER, "id": "  "}  # a blank id counts as absent, like a missing one
+    nested = cedarling_files(
+        **{"trusted-issuers__jans.json": None, "trusted-issuers__idps__main.json": json.dumps(rec)}
+    )
+    err = rejected_dir(tmp_path, nested)  # the blank id is still a bad field value
+    assert (err.kind, err.problems[0].location) == ("invalid_field", "$.id")
+    rec.pop("id")
+    nested["trusted-issuers/idps/main.json"] = json.dumps(rec)
+    store = load_dir(tmp_path / "b", nested)
+    assert set(store.trusted_issuers) == {"main", "partner"}
+
+
+def test_an_issuer_id_given_twice_names_both_files(tmp_path: Path) -> None:
+    rec = {k: v for k, v in JANS_ISSUER.items() if k != "id"}
+    files = cedarling_files(**{"trusted-issuers__other.json": json.dumps({"7d2c4b8f0e1a": rec})})
+    err = rejected_dir(tmp_path, files)
+    [p] = err.problems
+    assert p.kind == "issuer"
+    assert "defined twice" in p.message and "trusted-issuers/jans.json" in p.message
+
+
+def test_an_id_field_in_a_map_record_must_match_its_key(tmp_path: Path) -> None:
+    files = cedarling_files(**{"trusted-issuers__jans.json": json.dumps({"other": JANS_ISSUER})})
+    err = rejected_dir(tmp_path, files)
+    assert (err.kind, err.problems[0].location) == ("issuer", "$.other.id")
+
+
+@pytest.mark.parametrize(
+    ("endpoints", "kind", "location"),
+    [
+        ({"configuration_endpoint": "https://a.test/"}, None, None),
+        ({"openid_configuration_endpoint": "https://a.test/"}, None, None),
+        (
+            {
+                "configuration_endpoint": "https://a.test/",
+                "openid_configuration_endpoint": "https://a.test/",
+            },
+            None,
+            None,
+        ),
+        (
+            {
+                "configuration_endpoint": "https://a.test/",
+                "openid_configuration_endpoint": "https://b.test/",
+            },
+            "issuer",
+            "$.configuration_endpoint",
+        ),
+        ({}, "missing_field", "$.openid_configuration_endpoint"),
+        ({"configuration_endpoint": "http://a.test/"}, "issuer", "$.configuration_endpoint"),
+    ],
+)
+def test_configuration_endpoint_is_an_alias(
+    tmp_path: Path, endpoints: dict[str, str], kind: str | None, location: str | None
+) -> None:
+    rec = {"name": "Jans", **endpoints}
+    files = cedarling_files(**{"trusted-issuers__jans.json": json.dumps(rec)})
+    if kind is None:
+        store = load_dir(tmp_path, files)
+        assert store.trusted_issuers["jans"].openid_configuration_endpoint == "https://a.test/"
+    else:
+        err = rejected_dir(tmp_path, files)
+        assert (err.kind, err.problems[0].location) == (kind, location), str(err)
+
+
+# ---------------------------------------------------------------- manifest
+
+
+def test_a_sha1_manifest_that_does_not_match_is_refused(tmp_path: Path) -> None:
+    files = cedarling_files()
+    manifest = json.loads(sha1_manifest(files))
+    manifest["files"]["policies/admins-read.polang"]["checksum"] = "sha1:" + "1" * 40
+    err = rejected_dir(tmp_path, {**files, "manifest.json": json.dumps(manifest)})
+    [p] = err.problems
+    assert (p.kind, p.file) == ("manifest", "policies/admins-read.polang")
+    assert "SHA-1 (git blob) checksum" in p.message
+
+
+def test_a_plain_sha1_is_not_a_git_blob_hash_and_the_message_says_so(tmp_path: Path) -> None:
+    files = cedarling_files()
+    manifest = json.loads(sha1_manifest(files))
+    plain = hashlib.sha1(POLICY.encode(), usedforsecurity=False).hexdigest()
+    manifest["files"]["policies/admins-read.polang"]["checksum"] = "sha1:" + plain
+    err = rejected_dir(tmp_path, {**files, "manifest.json": json.dumps(manifest)})
+    assert "git blob hashes" in err.problems[0].message
+
+
+def test_git_blob_hash_is_the_one_git_computes() -> None:
+    # `printf 'hello\n' | git hash-object --stdin`
+    assert git_blob_sha1(b"hello\n") == "ce013625030ba8dba906f756967f9e9ca394464a"
+    assert git_blob_sha1(b"") == "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+
+
+@pytest.mark.parametrize("checksum", ["md5:" + "0" * 32, "sha1:xyz", "sha512:" + "0" * 128, 7])
+def test_unknown_checksum_forms_are_refused_unless_checksums_are_off(
+    tmp_path: Path, checksum: object
+) -> None:
+    files = cedarling_files()
+    manifest = json.loads(sha1_manifest(files))
+    manifest["files"]["schema.polangschema"]["checksum"] = checksum
+    files["manifest.json"] = json.dumps(manifest)
+    err = rejected_dir(tmp_path, files)
+    assert (err.kind, err.problems[0].location) == (
+        "invalid_field",
+        '$.files["schema.polangschema"].checksum',
+    )
+    off = Config(policy_store_validate_checksum=False)
+    store = load_dir(tmp_path / "off", files, config=off)
+    assert store.id == STORE_ID
+    assert not [w for w in store.warnings if w.kind == "manifest"]  # nothing was verified
+
+
+def test_with_checksums_off_a_missing_checksum_is_fine_but_sizes_still_count(
+    tmp_path: Path,
+) -> None:
+    files = cedarling_files()
+    manifest = json.loads(sha1_manifest(files))
+    del manifest["files"]["schema.polangschema"]["checksum"]
+    files["manifest.json"] = json.dumps(manifest)
+    off = Config(policy_store_validate_checksum=False)
+    assert load_dir(tmp_path, files, config=off).id == STORE_ID
+    manifest["files"]["schema.polangschema"]["size"] = 1
+    files["manifest.json"] = json.dumps(manifest)
+    err = rejected_dir(tmp_path / "b", files, config=off)
+    assert (err.kind, err.file) == ("manifest", "schema.polangschema")
+
+
+def test_a_manifest_entry_for_itself_is_skipped_whatever_it_says(tmp_path: Path) -> None:
+    files = cedarling_files()
+    manifest = json.loads(sha1_manifest(files, list_itself=False))
+    manifest["files"]["manifest.json"] = {"size": "?", "checksum": "md5:nonsense"}
+    store = load_dir(tmp_path, {**files, "manifest.json": json.dumps(manifest)})
+    assert store.id == STORE_ID
+
+
+def test_a_sha256_manifest_gives_no_weak_hash_warning(tmp_path: Path) -> None:
+    files = cedarling_files()
+    manifest = json.loads(sha1_manifest(files))
+    for name, entry in manifest["files"].items():
+        if name != "manifest.json":
+            content = files[name]
+            data = content.encode() if isinstance(content, str) else content
+            entry["checksum"] = "sha256:" + hashlib.sha256(data).hexdigest()
+    store = load_dir(tmp_path, {**files, "manifest.json": json.dumps(manifest)})
+    assert not [w for w in store.warnings if w.kind == "manifest"]
+
+
+# ---------------------------------------------------------------- legacy YAML / JSON
+
+
+def legacy_yaml_doc() -> dict[str, Any]:
+    return {
+        "polang_version": "v4.0.0",
+        "policy_stores": {
+            STORE_ID: {
+                "name": "Jans demo store",
+                "description": "",
+                "policies": {
+                    "f8b1b2c3": {
+                        "description": "admins may read",
+                        "creation_date": "2024-09-20T17:22:39.996050",
+                        "polang_version": "",
+                        "policy_content": b64(POLICY.replace('@id("admins-read")\n', "")),
+                    }
+                },
+                "schema": {"encoding": "none", "content_type": "polang", "body": SCHEMA},
+                "trusted_issuers": {
+                    "7d2c4b8f0e1a": {k: v for k, v in JANS_ISSUER.items() if k != "id"},
+                    "partner": PARTNER_ISSUER,
+                },
+            }
+        },
+    }
+
+
+def test_a_cedarling_legacy_yaml_store_loads(tmp_path: Path) -> None:
+    path = tmp_path / "store.yaml"
+    path.write_text(yaml.safe_dump(legacy_yaml_doc(), sort_keys=False))
+    store = PolicyStoreSource.from_path(path).load()
+    assert set(store.policies) == {"f8b1b2c3"}
+    assert set(store.trusted_issuers) == {"7d2c4b8f0e1a", "partner"}
+    assert {w.location for w in store.warnings} == {
+        f"$.policy_stores.{STORE_ID}.trusted_issuers.partner.access_tokens",
+        f"$.policy_stores.{STORE_ID}.trusted_issuers.partner.id_tokens",
+    }
+
+
+@pytest.mark.parametrize("where", ["policy", "store", "wrapper"])
+def test_an_empty_polang_version_is_absent(tmp_path: Path, where: str) -> None:
+    doc = legacy_yaml_doc()
+    rec = doc["policy_stores"][STORE_ID]
+    {"policy": rec["policies"]["f8b1b2c3"], "store": rec, "wrapper": doc}[where][
+        "polang_version"
+    ] = ""
+    path = tmp_path / "store.json"
+    path.write_text(json.dumps(doc))
+    store = PolicyStoreSource.from_path(path).load()
+    assert store.polang_version == (None if where == "wrapper" else "4.0.0")
+    doc["polang_version"] = "4"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(PolicyStoreLoadError) as e:
+        PolicyStoreSource.from_path(path).load()
+    assert e.value.problems[0].location == "$.polang_version"
