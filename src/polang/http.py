@@ -26,10 +26,8 @@ fetches never loads it.
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import math
 import os
-import ssl
 import threading
 import time
 import zlib
@@ -44,6 +42,8 @@ from polang import jsonlimits
 from polang.errors import ConfigError, PolangError
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
     from polang.config import Config
@@ -129,6 +129,8 @@ class Response:
 
 @lru_cache(maxsize=8)
 def _ssl_context(cafile: str | None, capath: str | None) -> ssl.SSLContext:
+    import ssl  # with the first fetch: building a context reads the trust store anyway
+
     ctx = ssl.create_default_context()
     if cafile or capath:
         try:
@@ -152,6 +154,8 @@ def default_ssl_context() -> ssl.SSLContext:
 
 def _is_tls_failure(e: BaseException) -> bool:
     """A failed TLS handshake (certificate, protocol): never worth another attempt."""
+    import ssl
+
     cur: BaseException | None = e
     seen = 0
     while cur is not None and seen < 20:
@@ -350,6 +354,8 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     value = value.strip()
     if value.isdigit() and len(value) <= 12:
         return float(value)
+    import email.utils
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):

@@ -312,6 +312,20 @@ def test_a_dripping_jwks_is_a_drop_within_the_deadline(
     assert "JWKS fetch failed" in message and "timed out after 0.5 s" in message
 
 
+@pytest.mark.parametrize("which", ["discovery", "jwks"])
+def test_deeply_nested_provider_documents_are_a_drop(
+    make_provider: Callable[..., OidcProvider],
+    make_processor: Callable[..., TokenProcessor],
+    which: str,
+) -> None:
+    p = make_provider("/realms/acme")
+    path = p.discovery_path if which == "discovery" else p.jwks_path
+    p.routes[path] = body(b"[" * 100_000)
+    kind, message = one(make_processor({"acme": issuer_record(p)}), p.token())
+    assert kind == "signature"
+    assert "deeper than the limit of 128 levels" in message
+
+
 def test_discovery_redirected_to_http_is_refused(
     make_provider: Callable[..., OidcProvider],
     make_processor: Callable[..., TokenProcessor],

@@ -8,14 +8,17 @@ to the system log). The thread is a daemon and stops promptly on :meth:`stop`.
 from __future__ import annotations
 
 import contextlib
-import ssl
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from polang.config import Config
 from polang.errors import PolangError, PolicyStoreError
 from polang.store.model import PolicyStore
 from polang.store.source import PolicyStoreSource
+
+if TYPE_CHECKING:
+    import ssl
 
 OnUpdate = Callable[[PolicyStore], None]
 OnError = Callable[[PolangError], None]

@@ -8,11 +8,14 @@ never follows a redirect to ``http://``.
 
 from __future__ import annotations
 
-import ssl
+from typing import TYPE_CHECKING
 
 from polang.config import Config
 from polang.http import Fetcher, FetchError, FetchLimits
 from polang.store.errors import Problems
+
+if TYPE_CHECKING:
+    import ssl
 
 
 def fetch_bytes(

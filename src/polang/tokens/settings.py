@@ -10,7 +10,6 @@ this module); every error names the JSON path of the bad value.
 from __future__ import annotations
 
 import re
-import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -18,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from polang.errors import ConfigError, PolicyStoreError
 
 if TYPE_CHECKING:
+    import ssl
+
     from polang.http import FetchLimits
 
 ASYMMETRIC_ALGORITHMS: tuple[str, ...] = (
