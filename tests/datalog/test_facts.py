@@ -5,10 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polang.datalog.facts import EntityFacts
+from polang.datalog import facts as facts_module
+from polang.datalog.facts import EntityFacts, ancestor_closure, hierarchy_graph, walked_closure
 from polang.datalog.fixed import fixed_rules
 from polang.datalog.seminaive import evaluate
-from polang.language.entities import Entity
+from polang.language.entities import Entity, EntityStore
 from polang.language.values import EntityUID
 
 
@@ -73,3 +74,85 @@ def test_request_entities_are_an_overlay_not_a_copy() -> None:
     assert U(999) in fx.ancestors_of(U(5000))  # through the base closure
     assert len(fx.entities) == 1001  # merged on demand
     assert fx.ancestors[U(5000)] == fx.ancestors_of(U(5000))
+
+
+def test_a_new_entity_named_as_a_parent_by_stored_ones_extends_their_closure() -> None:
+    """A stored entity may name a parent the store lacks; the request supplying that parent
+    with parents of its own puts the stored entity under them too."""
+    base = EntityFacts([Entity(U(1), parents={U(2)}), Entity(U(3))])
+    fx = base.with_entities([Entity(U(2), parents={U(3)})])
+    assert fx.ancestors_of(U(1)) == {U(2), U(3)}
+    assert fx.ancestors_of(U(2)) == {U(3)}
+    # the same through a second layer: the first layer names U(7) as a parent
+    layer = base.with_entities([Entity(U(6), parents={U(7)})])
+    fx = layer.with_entities([Entity(U(7), parents={U(3)})])
+    assert fx.ancestors_of(U(6)) == {U(7), U(3)}
+    assert layer.ancestors_of(U(6)) == {U(7)}  # the layer below is untouched
+
+
+def test_an_entity_without_parents_shares_the_base_closure() -> None:
+    base = EntityFacts([Entity(U(1), parents={U(2)}), Entity(U(2))])
+    fx = base.with_entities([Entity(U(9), {"a": 1})])
+    assert fx.ancestors_of is base.ancestors_of  # nothing to add: no overlay of the closure
+    assert fx.get(U(9)).attrs == {"a": 1}
+    assert fx.ancestors_of(U(1)) == {U(2)}
+
+
+def test_a_store_without_a_large_hierarchy_needs_no_networkx_graph() -> None:
+    fx = EntityFacts([Entity(U(1), parents={U(2)}), Entity(U(2))])
+    assert fx._graph is None  # built only when asked for
+    assert set(fx.graph.edges) == {(U(1), U(2))}
+    over = fx.with_entities([Entity(U(3), parents={U(1)})])
+    assert over.graph is fx.graph  # request entities are not in it
+
+
+_edges = st.lists(st.tuples(st.integers(0, 11), st.integers(0, 14)), max_size=30)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_edges)
+def test_the_walked_closure_equals_networkx(edges: list[tuple[int, int]]) -> None:
+    """Small hierarchies are walked, large ones go to networkx: the same closure (cycles and
+    parents that are not entities included)."""
+    parents: dict[EntityUID, set[EntityUID]] = {}
+    for a, b in edges:
+        parents.setdefault(U(a), set()).add(U(b))
+    store = [Entity(U(i), parents=parents.get(U(i), set())) for i in range(12)]
+    by_nx = ancestor_closure(hierarchy_graph(store))
+    walked = walked_closure({u: p for u, p in parents.items() if p})
+    for i in range(15):
+        assert walked[U(i)] == by_nx.get(U(i), frozenset()), i
+
+
+@settings(max_examples=80, deadline=None)
+@given(_edges, _edges, _edges, st.booleans())
+def test_layers_equal_a_full_rebuild(
+    base_edges: list[tuple[int, int]],
+    first: list[tuple[int, int]],
+    second: list[tuple[int, int]],
+    big: bool,
+) -> None:
+    """Request entities laid over facts, in one or two layers, give the closure a fresh
+    build over the merged entities gives (both closure engines for the base)."""
+
+    def entities(edges: list[tuple[int, int]], ids: range) -> list[Entity]:
+        ps: dict[int, set[EntityUID]] = {i: set() for i in ids}
+        for a, b in edges:
+            if a in ps:
+                ps[a].add(U(b))
+        return [Entity(U(i), parents=p) for i, p in ps.items()]
+
+    base_entities = entities(base_edges, range(0, 8))
+    one = entities(first, range(4, 11))
+    two = entities(second, range(6, 13))
+    old = facts_module.SMALL_HIERARCHY
+    facts_module.SMALL_HIERARCHY = -1 if big else old
+    try:
+        base = EntityFacts(base_entities)
+    finally:
+        facts_module.SMALL_HIERARCHY = old
+    layered = base.with_entities(one).with_entities(two)
+    fresh = EntityFacts(EntityStore(base_entities).merged(one).merged(two))
+    for i in range(15):
+        assert layered.ancestors_of(U(i)) == fresh.ancestors_of(U(i)), i
+        assert layered.get(U(i)) == fresh.get(U(i))

@@ -4,7 +4,10 @@ The extensional database of a decision:
 
 - ``entity(E)``, ``attr(E, Name, V)``, ``tag(E, Key, V)``: from the entity store;
 - ``parent(E, P)`` edges, and their reflexive-transitive closure ``in(E, A)``, computed once
-  per entity set with networkx (``rules/hierarchy.dl`` states what the closure means);
+  per entity set (``rules/hierarchy.dl`` states what the closure means): by networkx, which
+  is imported only when a store has a hierarchy of more than ``SMALL_HIERARCHY`` entities;
+  a smaller one (action groups, a few default entities) is walked directly, and a store
+  without parents needs no closure at all;
 - ``principal(P)``, ``action(A)``, ``resource(R)``, ``context(C)``: the request.
 
 Backends read these through :class:`EntityFacts` and :class:`Request` instead of copying
@@ -16,14 +19,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from polang.language.entities import Entity, EntityStore
 from polang.language.values import EntityUID, RecordValue, Value
 
+if TYPE_CHECKING:  # networkx is imported on first use (start-up time)
+    import networkx as nx
+
 _EMPTY: frozenset[EntityUID] = frozenset()
+
+SMALL_HIERARCHY = 128
+"""Entities with parents up to which the closure is walked directly instead of by networkx
+(each one's ancestors by a walk over the parents: at most this many walks). Both give the
+same closure; a test compares them."""
 
 
 class _Closure(dict[EntityUID, frozenset[EntityUID]]):
@@ -37,6 +46,8 @@ class _Closure(dict[EntityUID, frozenset[EntityUID]]):
 
 def hierarchy_graph(entities: Iterable[Entity]) -> nx.DiGraph:
     """The parent graph: an edge ``child -> parent`` for every declared parent."""
+    import networkx as nx
+
     g: nx.DiGraph = nx.DiGraph()
     for e in entities:
         g.add_node(e.uid)
@@ -47,6 +58,8 @@ def hierarchy_graph(entities: Iterable[Entity]) -> nx.DiGraph:
 
 def ancestor_closure(g: nx.DiGraph) -> dict[EntityUID, frozenset[EntityUID]]:
     """Strict ancestors of every node (cycles allowed: a cycle's members reach each other)."""
+    import networkx as nx
+
     cond = nx.condensation(g)
     members: dict[int, list[EntityUID]] = {
         n: list(data["members"]) for n, data in cond.nodes(data=True)
@@ -69,17 +82,52 @@ def ancestor_closure(g: nx.DiGraph) -> dict[EntityUID, frozenset[EntityUID]]:
     return out
 
 
+def walked_closure(
+    parents: dict[EntityUID, Iterable[EntityUID]],
+) -> dict[EntityUID, frozenset[EntityUID]]:
+    """Strict ancestors of every entity of ``parents`` (uid -> its parents), by a walk
+    from each: the same closure as :func:`ancestor_closure`, for small hierarchies."""
+    out = _Closure()
+    for uid, ps in parents.items():
+        seen: set[EntityUID] = set()
+        stack = list(ps)
+        while stack:
+            p = stack.pop()
+            if p in seen:
+                continue
+            seen.add(p)
+            stack.extend(parents.get(p, ()))
+        seen.discard(uid)
+        out[uid] = frozenset(seen)
+    return out
+
+
+def closure_of(store: EntityStore) -> dict[EntityUID, frozenset[EntityUID]]:
+    """The closure of a store: none without parents, walked when small, else networkx."""
+    parents = {e.uid: e.parents for e in store if e.parents}
+    if not parents:
+        return _Closure()
+    if len(parents) <= SMALL_HIERARCHY:
+        return walked_closure(parents)
+    return ancestor_closure(hierarchy_graph(store))
+
+
 class _Overlay(dict[Any, Any]):
-    """A request's own entries over a base lookup (C-level for its own keys)."""
+    """A request's own entries over a base lookup (C-level for its own keys); set
+    ``base`` right after making one (no Python ``__init__``: this is per request)."""
 
     __slots__ = ("base",)
 
-    def __init__(self, own: dict[Any, Any], base: Callable[[Any], Any]) -> None:
-        super().__init__(own)
-        self.base = base
+    base: Callable[[Any], Any]
 
     def __missing__(self, key: Any) -> Any:
         return self.base(key)
+
+
+def _overlay(own: dict[Any, Any], base: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    o = _Overlay(own)
+    o.base = base
+    return o.__getitem__
 
 
 class EntityFacts:
@@ -88,18 +136,31 @@ class EntityFacts:
     ``get(uid)`` and ``ancestors_of(uid)`` are the hot lookups (plain callables, bound
     once). Facts made by :meth:`with_entities` lay a request's few entities *over* their
     base instead of copying it, so a request costs the same over 10 or 10,000 default
-    entities; ``entities`` and ``ancestors`` are then merged only when asked for.
+    entities; ``entities``, ``ancestors`` and ``graph`` are then merged or built only when
+    asked for.
     """
 
-    __slots__ = ("_ancestors", "_base", "_entities", "_extra", "ancestors_of", "get", "graph")
+    __slots__ = (
+        "_ancestors",
+        "_base",
+        "_entities",
+        "_extra",
+        "_graph",
+        "_parent_uids",
+        "ancestors_of",
+        "get",
+    )
 
     def __init__(self, entities: EntityStore | Iterable[Entity]) -> None:
         store = entities if isinstance(entities, EntityStore) else EntityStore(entities)
         self._entities: EntityStore | None = store
         self._base: EntityFacts | None = None
         self._extra: dict[EntityUID, Entity] = {}
-        self.graph = hierarchy_graph(store)
-        self._ancestors: dict[EntityUID, frozenset[EntityUID]] | None = ancestor_closure(self.graph)
+        self._graph: nx.DiGraph | None = None
+        self._ancestors: dict[EntityUID, frozenset[EntityUID]] | None = closure_of(store)
+        self._parent_uids: frozenset[EntityUID] = frozenset(
+            p for e in store if e.parents for p in e.parents
+        )
         self._bind()
 
     def _bind(self) -> None:
@@ -110,6 +171,21 @@ class EntityFacts:
         if not isinstance(anc, _Closure):
             anc = self._ancestors = _Closure(anc)
         self.ancestors_of: Callable[[EntityUID], frozenset[EntityUID]] = anc.__getitem__
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The networkx parent graph of the base entities (request entities laid over them
+        are not in it), built on first use."""
+        if self._graph is None:
+            if self._base is not None:
+                return self._base.graph
+            assert self._entities is not None
+            self._graph = hierarchy_graph(self._entities)
+        return self._graph
+
+    @graph.setter
+    def graph(self, g: nx.DiGraph) -> None:
+        self._graph = g
 
     @property
     def entities(self) -> EntityStore:
@@ -133,51 +209,76 @@ class EntityFacts:
         """``in(a, b)``: reflexive, transitive membership."""
         return a == b or b in self.ancestors_of(a)
 
+    def _is_a_parent(self, uid: EntityUID) -> bool:
+        """Whether some entity of these facts names ``uid`` as a parent."""
+        f: EntityFacts = self
+        while f._base is not None:
+            for e in f._extra.values():
+                if uid in e.parents:
+                    return True
+            f = f._base
+        return uid in f._parent_uids
+
     def with_entities(self, extra: Iterable[Entity]) -> EntityFacts:
         """These facts with request entities laid over them (request entities win).
 
         New entities and replacements with the same parents only need the new entities'
-        own ancestors (an overlay); replacing an entity's parents can change its
-        descendants' closures, so that case builds the closure afresh.
+        own ancestors (an overlay). Replacing an entity's parents, or giving parents to a
+        new entity that other entities already name as their parent, can change other
+        entities' closures: that case builds the closure afresh.
         """
-        extra = list(extra)
+        if type(extra) is not list:
+            extra = list(extra)
         if not extra:
             return self
         base_get = self.get
-        for e in extra:
-            old = base_get(e.uid)
-            if old is not None and old.parents != e.parents:
+        if len(extra) == 1:
+            e = extra[0]
+            overlay = {e.uid: e}
+        else:
+            overlay = {e.uid: e for e in extra}
+        pending: dict[EntityUID, Entity] | None = None  # new entities with parents
+        for uid, e in overlay.items():
+            old = base_get(uid)
+            if old is None:
+                if e.parents:
+                    if self._is_a_parent(uid):
+                        return EntityFacts(self.entities.merged(extra))
+                    if pending is None:
+                        pending = {}
+                    pending[uid] = e
+            elif old.parents != e.parents:
                 return EntityFacts(self.entities.merged(extra))
-        overlay = {e.uid: e for e in extra}
         base_anc = self.ancestors_of
-        own: dict[EntityUID, frozenset[EntityUID]] = {}
-        pending = {uid: e for uid, e in overlay.items() if base_get(uid) is None}
-
-        def resolve(uid: EntityUID, seen: frozenset[EntityUID]) -> frozenset[EntityUID]:
-            if uid in own:
-                return own[uid]
-            e = pending.get(uid)
-            if e is None:
-                return base_anc(uid)
-            acc: set[EntityUID] = set()
-            for p in e.parents:
-                acc.add(p)
-                if p not in seen:
-                    acc |= resolve(p, seen | {uid})
-            result = frozenset(acc - {uid}) if uid not in acc else frozenset(acc)
-            own[uid] = result
-            return result
-
-        for uid in pending:
-            resolve(uid, frozenset())
         out = EntityFacts.__new__(EntityFacts)
         out._base = self
         out._extra = overlay
         out._entities = None
         out._ancestors = None
-        out.graph = self.graph
-        out.get = _Overlay(overlay, base_get).__getitem__
-        out.ancestors_of = _Overlay(own, base_anc).__getitem__
+        out._graph = None
+        out.get = _overlay(overlay, base_get)
+        if pending is None:
+            out.ancestors_of = base_anc  # nothing new under the hierarchy
+            return out
+        # No base entity names a pending uid as a parent (checked above), so the base's
+        # ancestor sets hold none of them: walk the pending ones, take the base's as is.
+        own: dict[EntityUID, frozenset[EntityUID]] = {}
+        for uid, e in pending.items():
+            acc: set[EntityUID] = set()
+            stack = list(e.parents)
+            while stack:
+                p = stack.pop()
+                if p in acc:
+                    continue
+                acc.add(p)
+                pe = pending.get(p)
+                if pe is not None:
+                    stack.extend(pe.parents)
+                else:
+                    acc |= base_anc(p)
+            acc.discard(uid)
+            own[uid] = frozenset(acc)
+        out.ancestors_of = _overlay(own, base_anc)
         return out
 
     # -- as Datalog facts (pydatalog backend, traces, bulk queries) ---------------------
