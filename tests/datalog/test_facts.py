@@ -94,7 +94,7 @@ def test_an_entity_without_parents_shares_the_base_closure() -> None:
     base = EntityFacts([Entity(U(1), parents={U(2)}), Entity(U(2))])
     fx = base.with_entities([Entity(U(9), {"a": 1})])
     assert fx.ancestors_of is base.ancestors_of  # nothing to add: no overlay of the closure
-    assert fx.get(U(9)).attrs == {"a": 1}
+    assert fx.get(U(9)) == Entity(U(9), {"a": 1})
     assert fx.ancestors_of(U(1)) == {U(2)}
 
 

@@ -17,7 +17,7 @@ asserts them as facts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -83,7 +83,7 @@ def ancestor_closure(g: nx.DiGraph) -> dict[EntityUID, frozenset[EntityUID]]:
 
 
 def walked_closure(
-    parents: dict[EntityUID, Iterable[EntityUID]],
+    parents: Mapping[EntityUID, Iterable[EntityUID]],
 ) -> dict[EntityUID, frozenset[EntityUID]]:
     """Strict ancestors of every entity of ``parents`` (uid -> its parents), by a walk
     from each: the same closure as :func:`ancestor_closure`, for small hierarchies."""
