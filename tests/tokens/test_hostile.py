@@ -426,18 +426,22 @@ def test_expected_audience(
 # ---------------------------------------------------------------- refresh while fetching
 
 
-def test_a_store_refresh_never_breaks_a_request_in_flight(
+@pytest.fixture
+def url_store_engine(
     tmp_path: Path,
     client_ssl_context: ssl.SSLContext,
     make_provider: Callable[..., OidcProvider],
-) -> None:
+) -> Iterator[tuple[Engine, OidcProvider, Callable[[str], None]]]:
+    """An engine over a store served by a loopback URL, refreshed by hand, and a function
+    that publishes a new version of the store."""
     import io
     import zipfile
 
     acme = make_provider("/realms/acme", keys=("RS256",))
     partner = make_provider("/partner", keys=("EdDSA",))
+    host = make_provider("/stores", keys=())
 
-    def archive(version: str) -> bytes:
+    def publish(version: str) -> None:
         root = write_store(tmp_path / version, SCHEMA, issuers_for(acme, partner))
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w") as zf:
@@ -447,19 +451,28 @@ def test_a_store_refresh_never_breaks_a_request_in_flight(
                     if f.name == "docs.polang":
                         text += f"\n// {version}\n"
                     zf.writestr(str(f.relative_to(root)), text)
-        return buf.getvalue()
+        host.routes["/stores/docs.parc"] = body(buf.getvalue())
 
-    host = make_provider("/stores", keys=())
-    host.routes["/stores/docs.parc"] = body(archive("v1"))
+    publish("v1")
     engine = Engine(
         {
             "ENGINE_POLICY_STORE_URI": host.url("/stores/docs.parc"),
-            "ENGINE_POLICY_STORE_REFRESH_INTERVAL": 3600,  # refreshed by hand below
+            "ENGINE_POLICY_STORE_REFRESH_INTERVAL": 3600,  # refreshed by hand
             "ENGINE_HTTP_MAX_RETRIES": 0,
             "ENGINE_HTTP_REQUEST_TIMEOUT": 20,
         },
         ssl_context=client_ssl_context,
     )
+    try:
+        yield engine, acme, publish
+    finally:
+        engine.close()
+
+
+def test_a_store_refresh_never_breaks_a_request_in_flight(
+    url_store_engine: tuple[Engine, OidcProvider, Callable[[str], None]],
+) -> None:
+    engine, acme, publish = url_store_engine
     release, entered = threading.Event(), threading.Event()
     acme.routes[acme.jwks_path] = blocked(release, acme.serve, entered)
     got: dict[str, Any] = {}
@@ -475,14 +488,47 @@ def test_a_store_refresh_never_breaks_a_request_in_flight(
     try:
         t.start()
         assert entered.wait(10)  # the request is fetching keys on the v1 snapshot
-        host.routes["/stores/docs.parc"] = body(archive("v2"))
+        publish("v2")
         assert engine._refresher.refresh_now() is True  # v1's HTTP client is retired
     finally:
         release.set()
         t.join(20)
-        engine.close()
     assert "error" not in got, got.get("error")
     assert got["result"].decision is True and got["result"].dropped_tokens == []
+
+
+def test_concurrent_requests_during_store_swaps(
+    url_store_engine: tuple[Engine, OidcProvider, Callable[[str], None]],
+) -> None:
+    engine, acme, publish = url_store_engine
+    stop = threading.Event()
+    failures: list[str] = []
+    done = [0]
+
+    def client() -> None:
+        while not stop.is_set():
+            tok = acme.token(scope=["docs:read"])
+            try:
+                r = engine.authorize_multi_issuer([TokenInput(ACCESS, tok)], READ, doc())
+                if r.decision is not True:
+                    failures.append(str(r.dropped_tokens))
+            except Exception as e:  # recorded for the assertion below
+                failures.append(repr(e))
+            done[0] += 1
+
+    threads = [threading.Thread(target=client) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(5):  # each new snapshot fetches its keys while requests run
+            publish(f"v{i + 2}")
+            assert engine._refresher.refresh_now() is True
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(20)
+    assert failures == []
+    assert done[0] >= 3
 
 
 # ---------------------------------------------------------------- property-based fuzzing
