@@ -245,6 +245,7 @@ class Engine:
             policystore_id=store.id,
             load_time_micro_sec=int((time.perf_counter() - started) * 1e6),
         )
+        self._log_store_warnings(store)
         self._refresher: Any = None
         self._lock = threading.Lock()
         self._last_metrics = time.monotonic()
@@ -300,6 +301,12 @@ class Engine:
         self.logger.system(
             "INFO", f"policy store refreshed to version {store.version}", policystore_id=store.id
         )
+        self._log_store_warnings(store)
+
+    def _log_store_warnings(self, store: PolicyStore) -> None:
+        """What the store loader accepted but flags (unknown fields, SHA-1 manifests)."""
+        for warning in store.warnings:
+            self.logger.system("WARN", f"policy store: {warning}", policystore_id=store.id)
 
     def _on_refresh_error(self, error: BaseException) -> None:
         self.logger.system(

@@ -461,3 +461,19 @@ def test_an_empty_polang_version_is_absent(tmp_path: Path, where: str) -> None:
     with pytest.raises(PolicyStoreLoadError) as e:
         PolicyStoreSource.from_path(path).load()
     assert e.value.problems[0].location == "$.polang_version"
+
+
+# ---------------------------------------------------------------- the system log
+
+
+def test_the_engine_writes_store_warnings_to_the_system_log(tmp_path: Path) -> None:
+    from polang.engine import Engine
+
+    root = write_tree(tmp_path / "store", with_manifest(cedarling_files()))
+    engine = Engine(Config(policy_store_local_fn=str(root), log_type="memory", log_level="WARN"))
+    try:
+        warned = [e["msg"] for e in engine.pop_logs() if e.get("level") == "WARN"]
+    finally:
+        engine.close()
+    assert any("partner.json at $.access_tokens: unknown field" in m for m in warned), warned
+    assert any("SHA-1 is weak" in m for m in warned), warned
