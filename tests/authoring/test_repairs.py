@@ -15,7 +15,7 @@ from polang.authoring.repairs import (
     find_repairs,
 )
 from polang.datalog.authorizer import Authorizer
-from polang.datalog.explain import explain
+from polang.datalog.explain import explain, hierarchy_path
 from polang.datalog.facts import EntityFacts, Request
 from polang.errors import PolangError
 from polang.language.entities import Entity, parse_value
@@ -171,6 +171,21 @@ def test_changed_facts_equal_a_fresh_closure(monkeypatch: pytest.MonkeyPatch) ->
         assert {k: v for k, v in got.ancestors.items() if v} == {
             k: v for k, v in fresh.ancestors.items() if v
         }
+        assert {e.uid for e in got.entities} == {e.uid for e in fresh.entities}
+        assert sorted(got.parent_facts()) == sorted(fresh.parent_facts())
+        assert sorted(got.in_facts()) == sorted(fresh.in_facts())
+        for a in pool[:6]:
+            for b in pool[:6]:
+                assert got.is_in(a, b) == fresh.is_in(a, b)
+                assert (hierarchy_path(got, a, b) is None) == (hierarchy_path(fresh, a, b) is None)
+        # decisions over the patched facts are the fresh facts' decisions
+        for p in case.principals[:2]:
+            for r in case.resources[:2]:
+                for act in ACTIONS:
+                    ctx = random_context(rng)
+                    d1 = case.authorizer.is_authorized(p, act, r, ctx, got)
+                    d2 = case.authorizer.is_authorized(p, act, r, ctx, fresh)
+                    assert (d1.allow, d1.reasons) == (d2.allow, d2.reasons)
 
 
 # -------------------------------------------------------------------- each kind of repair

@@ -40,7 +40,7 @@ from polang.datalog.builtins import b_like
 from polang.datalog.facts import EntityFacts, Request
 from polang.errors import EvaluationError, PolangError
 from polang.language import ast
-from polang.language.entities import Entity
+from polang.language.entities import Entity, EntityStore
 from polang.language.extensions import DateTime, Decimal, Duration, IPAddr
 from polang.language.values import (
     LONG_MAX,
@@ -1306,20 +1306,84 @@ class _PatchedFacts(EntityFacts):
     ``EntityFacts.with_entities`` rebuilds the whole closure when a replaced entity's
     parents change (0.3 s at 10,000 entities); a repair search decides many such
     variants, so only the closures that can change are recomputed here: those of the
-    changed entities and of the entities below them.
+    changed entities and of the entities below them. Every public member of
+    ``EntityFacts`` is provided here from the base's public members (the base class's
+    own fields are never set, so its internals may change freely).
     """
 
-    __slots__ = ("_own",)
-    _own: dict[EntityUID, frozenset[EntityUID]]
+    __slots__ = (
+        "_p_anc",
+        "_p_ancestors",
+        "_p_base",
+        "_p_entities",
+        "_p_get",
+        "_p_graph",
+        "_p_overlay",
+        "_p_own",
+    )  # fmt: skip
+
+    def __init__(  # EntityFacts.__init__ is not called: see the class docstring
+        self,
+        base: EntityFacts,
+        overlay: dict[EntityUID, Entity],
+        own: dict[EntityUID, frozenset[EntityUID]],
+    ) -> None:
+        self._p_base = base
+        self._p_overlay = overlay
+        self._p_own = own
+        self._p_get = _Own(overlay, base.get).__getitem__
+        self._p_anc = _Own(own, base.ancestors_of).__getitem__
+        self._p_entities: EntityStore | None = None
+        self._p_ancestors: dict[EntityUID, frozenset[EntityUID]] | None = None
+        self._p_graph: Any = None
+
+    @property  # type: ignore[override,misc,unused-ignore]
+    def get(self) -> Callable[[EntityUID], Entity | None]:  # type: ignore[override,misc,unused-ignore]
+        return self._p_get
+
+    @property  # type: ignore[override,misc,unused-ignore]
+    def ancestors_of(self) -> Callable[[EntityUID], frozenset[EntityUID]]:  # type: ignore[override,misc,unused-ignore]
+        return self._p_anc
+
+    @property
+    def entities(self) -> EntityStore:
+        if self._p_entities is None:
+            self._p_entities = self._p_base.entities.merged(self._p_overlay.values())
+        return self._p_entities
 
     @property
     def ancestors(self) -> dict[EntityUID, frozenset[EntityUID]]:
-        if self._ancestors is None:
-            assert self._base is not None
-            merged = dict(self._base.ancestors)
-            merged.update(self._own)
-            self._ancestors = merged
-        return self._ancestors
+        if self._p_ancestors is None:
+            merged = dict(self._p_base.ancestors)
+            merged.update(self._p_own)
+            self._p_ancestors = merged
+        return self._p_ancestors
+
+    @property  # type: ignore[override,misc,unused-ignore]
+    def graph(self) -> Any:  # type: ignore[override,misc,unused-ignore]
+        if self._p_graph is None:
+            from polang.datalog.facts import hierarchy_graph
+
+            self._p_graph = hierarchy_graph(self.entities)
+        return self._p_graph
+
+    def is_in(self, a: EntityUID, b: EntityUID) -> bool:
+        return a == b or b in self._p_anc(a)
+
+    def with_entities(self, extra: Iterable[Entity]) -> EntityFacts:
+        extra = list(extra)
+        return EntityFacts(self.entities.merged(extra)) if extra else self
+
+    def parent_facts(self) -> Iterator[tuple[EntityUID, EntityUID]]:
+        for e in self.entities:
+            for p in e.parents:
+                yield (e.uid, p)
+
+    def in_facts(self) -> Iterator[tuple[EntityUID, EntityUID]]:
+        for e in self.entities:
+            yield (e.uid, e.uid)
+            for a in self._p_anc(e.uid):
+                yield (e.uid, a)
 
 
 def changed_facts(facts: EntityFacts, changed: list[Entity]) -> EntityFacts:
@@ -1379,16 +1443,7 @@ def changed_facts(facts: EntityFacts, changed: list[Entity]) -> EntityFacts:
                     if state.get(p) == 1:
                         return EntityFacts(facts.entities.merged(changed))
                     stack.append((p, False))
-    out = EntityFacts.__new__(_PatchedFacts)
-    out._base = facts
-    out._extra = overlay
-    out._entities = None
-    out._ancestors = None
-    out._own = own
-    out.graph = facts.graph
-    out.get = _Own(overlay, get).__getitem__
-    out.ancestors_of = _Own(own, base_anc).__getitem__
-    return out
+    return _PatchedFacts(facts, overlay, own)
 
 
 # ======================================================================== the search

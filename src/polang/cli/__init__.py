@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 Handler = Callable[[argparse.Namespace], int]
 
 #: The command groups, in the order ``polang --help`` lists them (``polang.cli.<name>``).
-COMMAND_MODULES: tuple[str, ...] = ("decide", "explain", "queries", "dev", "store")
+COMMAND_MODULES: tuple[str, ...] = ("decide", "explain", "queries", "authoring", "dev", "store")
 
 
 EXAMPLES = """examples:

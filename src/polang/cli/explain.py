@@ -40,12 +40,20 @@ def cmd_explain(args: argparse.Namespace) -> int:
     context = context_arg(args, inputs, [action])
     inputs.check_request(inputs.principal, action, inputs.resource, context)
     ex = explain(
-        inputs.authorizer, inputs.principal, action, inputs.resource, context, inputs.facts
+        inputs.authorizer,
+        inputs.principal,
+        action,
+        inputs.resource,
+        context,
+        inputs.facts,
+        schema=inputs.schema,
     )
     if args.json:
-        print(json.dumps(ex.to_dict(), indent=2))
+        print(json.dumps(ex.to_dict(repairs=args.repairs), indent=2))
     else:
-        output_console().print(ex.rich(show_rules=args.rules, all_policies=args.all))
+        output_console().print(
+            ex.rich(show_rules=args.rules, all_policies=args.all, repairs=args.repairs)
+        )
     return 0 if ex.allow else 1
 
 
@@ -75,4 +83,10 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the explanation as JSON")
     p.add_argument("--rules", action="store_true", help="show the Datalog rule behind each step")
     p.add_argument("--all", action="store_true", help="list every policy, not only relevant ones")
+    p.add_argument(
+        "--repairs",
+        action="store_true",
+        help="also list the smallest changes to the data that would flip the decision "
+        "(each verified by deciding again; see docs/why-denied.md)",
+    )
     p.set_defaults(func=cmd_explain)

@@ -1,0 +1,192 @@
+"""``polang test`` (policy test files, with coverage) and ``polang diff`` (what a policy or
+data change does to the access matrix). See docs/testing.md and docs/diff.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from polang.cli._common import json_arg, json_file, output_console
+
+TEST_EXAMPLES = """examples:
+  polang test examples/tests
+  polang test examples/tests --coverage --min-coverage 90
+  polang test examples/tests/directory.polangtest.yaml --format json
+
+exit status: 0 every case passed (and coverage reached --min-coverage), 1 a case failed
+or coverage fell short, 2 a test file or store could not be read
+"""
+
+DIFF_EXAMPLES = """examples:
+  polang diff --store old-store/ --store new-store/ --context '{}'
+  polang diff --store examples/stores/directory --entities new-users.json --format csv
+  polang diff --store main.parc --store branch.parc --exit-code   # in CI
+
+exit status: 0 (with --exit-code: 0 nothing changed, 1 access changed), 2 bad input
+"""
+
+
+# ---------------------------------------------------------------- polang test
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    from polang.authoring.testing import run_tests
+
+    run = run_tests(args.paths)
+    want_coverage = args.coverage or args.min_coverage is not None
+    short = args.min_coverage is not None and run.percent < args.min_coverage
+    if args.format == "json":
+        out = run.to_dict(coverage=want_coverage)
+        if args.min_coverage is not None:
+            out["min_coverage"] = args.min_coverage
+            out["coverage_ok"] = not short
+        print(json.dumps(out, indent=2))
+    else:
+        console = output_console()
+        for r in run.failed:
+            console.print(r.report(width=max(console.width, 60) if console.is_terminal else 100),
+                          highlight=False, markup=False)  # fmt: skip
+            console.print()
+        n = len(run.results)
+        console.print(
+            f"{run.passed} passed, {len(run.failed)} failed ({n} cases in "
+            f"{len(run.files)} file{'s' if len(run.files) != 1 else ''})",
+            markup=False,
+        )
+        if want_coverage:
+            for cov in run.coverage.values():
+                console.print(cov.table(width=console.width), markup=False)
+            console.print(f"coverage: {run.percent}%", markup=False)
+        if short:
+            console.print(
+                f"coverage {run.percent}% is below --min-coverage {args.min_coverage}%",
+                markup=False,
+            )
+    return 1 if (run.failed or short) else 0
+
+
+# ---------------------------------------------------------------- polang diff
+
+
+def _engine(store: str, config_file: str | None) -> Any:
+    from polang.cli._common import store_config
+    from polang.engine import Engine
+
+    return Engine(store_config(store, config_file))
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from polang.authoring.diff import diff
+    from polang.errors import RequestError
+
+    stores = args.store
+    if len(stores) > 2:
+        raise RequestError("--store: give one store (with --entities) or two (old, then new)")
+    if len(stores) == 1 and not args.entities:
+        raise RequestError("with one --store, give the new entity data with --entities")
+    entities: list[Any] = []
+    for f in args.entities or ():
+        data = json_file(f, "entities")
+        items = data if isinstance(data, list) else [data]
+        for item in items:
+            if not isinstance(item, dict):
+                raise RequestError(f"entities {f}: expected entity objects")
+            entities.append(item)
+    context = None
+    if args.context is not None:
+        context = json_arg(args.context, "--context")
+        if not isinstance(context, dict):
+            raise RequestError("--context: expected a JSON object")
+    old = _engine(stores[0], args.config)
+    try:
+        new = _engine(stores[1], args.config) if len(stores) == 2 else None
+        try:
+            result = diff(old, new, entities=entities or None, context=context)
+        finally:
+            if new is not None:
+                new.close()
+    finally:
+        old.close()
+    if args.format == "json":
+        print(json.dumps(result.to_dict(), indent=2))
+    elif args.format == "csv":
+        sys.stdout.write(result.csv())
+    else:
+        console = output_console()
+        console.print(result.table(width=console.width), markup=False, highlight=False)
+    if args.exit_code and result.changed:
+        return 1
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "test",
+        help="run policy test files (expected decisions), with coverage",
+        description="Run every policy test file (*.polangtest.yaml, .yml, .json) under the "
+        "paths: each case's decision, reasons and errors are checked; failures show the "
+        "explanation of what happened.",
+        epilog=TEST_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="test files or directories")
+    p.add_argument(
+        "--coverage",
+        action="store_true",
+        help="report which policies and when/unless clauses the cases exercised",
+    )
+    p.add_argument(
+        "--min-coverage",
+        type=float,
+        metavar="N",
+        help="fail (exit 1) when coverage is below N percent (implies --coverage)",
+    )
+    p.add_argument(
+        "--format", choices=["table", "json"], default="table", help="output (default: table)"
+    )
+    p.set_defaults(func=cmd_test)
+
+    p = sub.add_parser(
+        "diff",
+        help="who gains or loses access between two stores (or with new entity data)",
+        description="The exact change in the access matrix: every (principal, action, "
+        "resource) that gains or loses access, with the policies that grant or block it "
+        "now and before.",
+        epilog=DIFF_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--store",
+        action="append",
+        required=True,
+        metavar="STORE",
+        help="the old store, then the new one (a directory, .parc, legacy file or URL); "
+        "one store with --entities compares its entities with the new data",
+    )
+    p.add_argument(
+        "--entities",
+        nargs="+",
+        metavar="FILE",
+        help="entity JSON files laid over the new side's entities (same uid: replaced)",
+    )
+    p.add_argument(
+        "--context",
+        metavar="JSON",
+        help="the request context (JSON, @file or a file); without it the context is "
+        "unknown and entries that depend on it are reported as conditional",
+    )
+    p.add_argument("--config", metavar="FILE", help="ENGINE_* properties (JSON or YAML)")
+    p.add_argument(
+        "--format",
+        choices=["table", "json", "csv"],
+        default="table",
+        help="output (default: table)",
+    )
+    p.add_argument(
+        "--exit-code",
+        action="store_true",
+        help="exit 1 when any access changed (for CI), 0 when none did",
+    )
+    p.set_defaults(func=cmd_diff)
