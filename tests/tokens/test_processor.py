@@ -26,6 +26,7 @@ from polang.tokens import (
     IssuerSettings,
     TokenInput,
     TokenProcessor,
+    TokenSettings,
     context_key,
     trusted_issuer_entity,
 )
@@ -463,3 +464,16 @@ def test_processed_token_build_is_the_constructor(oidc: OidcProvider, proc: Toke
         ProcessedToken.build(**values).index = 3  # type: ignore[misc]
     with pytest.raises(TypeError, match="exactly"):
         ProcessedToken.build(**{k: v for k, v in values.items() if k != "roles"})
+
+
+def test_a_shared_fetcher_outlives_its_processors() -> None:
+    from polang.http import Fetcher
+
+    shared = Fetcher()
+    proc = TokenProcessor([], TokenSettings(), fetcher=shared)
+    assert proc.http is shared and proc.registry.issuers == []
+    proc.close()
+    assert not shared._closed  # the owner (an engine) closes it, not each store's processor
+    own = TokenProcessor([], TokenSettings())
+    own.close()
+    assert own.http._closed

@@ -160,6 +160,7 @@ class TokenProcessor:
         *,
         clock: Callable[[], float] = time.time,
         log: Callable[[str, str], object] | None = None,
+        fetcher: Fetcher | None = None,
     ) -> None:
         """``log(level, message)`` receives what the system log should hear about tokens
         (a claim left out of a token entity's attributes); the engine passes its logger."""
@@ -167,7 +168,9 @@ class TokenProcessor:
         self.schema = schema
         self._clock = clock
         self._log = log
-        self.http = Fetcher(self.settings.fetch_limits(), self.settings.ssl_context)
+        # ``fetcher``: a client the caller owns and shares (e.g. across store refreshes)
+        self._owns_http = fetcher is None
+        self.http = fetcher or Fetcher(self.settings.fetch_limits(), self.settings.ssl_context)
         self.registry = IssuerRegistry(issuers, self.settings, self.http, clock)
         self.status = StatusListChecker(self.settings, self.http, clock)
         self.cache: TokenCache[ProcessedToken] = TokenCache(
@@ -193,7 +196,9 @@ class TokenProcessor:
         return out
 
     def close(self) -> None:
-        self.http.close()
+        """Let go of the HTTP client (fetches in flight finish first); a shared one stays."""
+        if self._owns_http:
+            self.http.close()
 
     def process(self, tokens: Iterable[TokenInput | Mapping[str, Any] | object]) -> ProcessedTokens:
         """Validate every token; keep the good ones, drop the rest with a reason."""
