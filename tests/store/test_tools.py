@@ -15,7 +15,7 @@ from polang.language.parser import parse_policies
 from polang.store import PolicyStoreLoadError, PolicyStoreSource
 from polang.store.tools import convert_legacy, validate_store
 
-from .storekit import EXAMPLES, POLICY, legacy_doc, legacy_record
+from .storekit import EXAMPLES, ISSUER, POLICY, legacy_doc, legacy_record
 
 MakeStore = Callable[..., Path]
 
@@ -184,6 +184,33 @@ def test_cli_checksum_switch(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert main(["store", "validate", str(tampered)]) == 1
     assert "SHA-256" in capsys.readouterr().out
     assert main(["store", "validate", "--no-checksum", str(tampered)]) == 0
+
+
+def test_cli_validate_prints_warnings_and_strict_makes_them_errors(
+    capsys: pytest.CaptureFixture[str], make_store: MakeStore
+) -> None:
+    issuer = {"idp": {**ISSUER, "access_tokens": {"trusted": True}}}
+    root = make_store({"trusted-issuers/idp.json": json.dumps(issuer)})
+    assert main(["store", "validate", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "valid store 'app-store'" in out
+    assert "warning: trusted-issuers/idp.json at $.idp.access_tokens: unknown field" in out
+    assert main(["store", "validate", "--strict", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert "trusted-issuers/idp.json at $.idp.access_tokens: unknown field" in out
+    assert "[unknown_field]" in out and "warning:" not in out
+    assert main(["store", "validate", "--json", str(root)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [w["location"] for w in report["warnings"]] == ["$.idp.access_tokens"]
+
+
+def test_validate_strict_levels(make_store: MakeStore) -> None:
+    issuer = {"idp": {**ISSUER, "access_tokens": {}}}
+    root = make_store({"trusted-issuers/idp.json": json.dumps(issuer)})
+    for strict, valid in ((None, True), (False, True), (True, False)):
+        report = validate_store(root, strict=strict)
+        assert report["valid"] is valid
+        assert bool(report["warnings"]) is valid  # a warning, or (strict) a problem
 
 
 def test_policy_fixture_is_a_policy() -> None:

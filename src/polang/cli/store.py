@@ -36,7 +36,7 @@ def _store_config(args: argparse.Namespace) -> Config:
 def cmd_validate(args: argparse.Namespace) -> int:
     from polang.store.tools import validate_store
 
-    strict = False if args.no_strict else None
+    strict = True if getattr(args, "strict", False) else False if args.no_strict else None
     report = validate_store(args.source, _store_config(args), strict=strict)
     if args.json:
         print(json.dumps(report, indent=2, default=str))
@@ -61,6 +61,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     )
     for key in ("policies", "templates", "template_links", "entities", "trusted_issuers"):
         print(f"  {key.replace('_', ' ')}: {summary[key]}")
+    for w in report.get("warnings", ()):  # accepted, but flagged (--strict makes them errors)
+        where = w["file"] or "<store>"
+        if w["location"]:
+            where += (":" if str(w["location"])[:1].isdigit() else " at ") + w["location"]
+        print(f"  warning: {where}: {w['message']} [{w['kind']}]")
     return 0
 
 
@@ -130,6 +135,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("source", help="directory, .parc, .json, .yaml/.yml or http(s) URL")
     p.add_argument("--store-id", metavar="ID", help="the store of a multi-store legacy file")
     p.add_argument("--no-strict", action="store_true", help="skip strict schema validation")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="unknown fields in store records are errors, not warnings (and schema "
+        "validation runs)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     common(p)
     p.set_defaults(func=cmd_validate)
