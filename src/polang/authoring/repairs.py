@@ -395,13 +395,18 @@ def _other_than(v: Any, facts: EntityFacts | None = None) -> list[Any]:
 
 
 def _entities_of_type(
-    facts: EntityFacts, type_name: str, exclude: EntityUID | None = None, scan: int = 20000
+    facts: EntityFacts,
+    type_name: str,
+    exclude: EntityUID | None = None,
+    scan: int = 20000,
+    limit: int = 3,
 ) -> list[EntityUID]:
+    """A few stored entities of a type (from the first ``scan`` entities)."""
     out: list[EntityUID] = []
     for e in itertools.islice(facts.entities, scan):
         if e.uid.type == type_name and e.uid != exclude:
             out.append(e.uid)
-            if len(out) >= 3:
+            if len(out) >= limit:
                 break
     return out
 
@@ -659,6 +664,16 @@ class _Walker:
                     text = f"an entity {vx} is in"
                 test = _holds(lambda v: _in_value(facts, vx, v))
                 out.append(frozenset({_req(ysrc, text, cands[:4], test)}))
+            elif oky and type(vy) is EntityUID:
+                others = [
+                    u
+                    for u in _entities_of_type(facts, vy.type, exclude=vy, limit=8)
+                    if not facts.is_in(vx, u)
+                ]
+                test = _holds(lambda v: not _in_value(facts, vx, v))
+                if others:
+                    text = f"an entity {vx} is not in"
+                    out.append(frozenset({_req(ysrc, text, others[:2], test)}))
             elif oky and type(vy) is SetValue:
                 keep = [g for g in vy if not (type(g) is EntityUID and facts.is_in(vx, g))]
                 test = _holds(lambda v: not _in_value(facts, vx, v))
