@@ -236,7 +236,8 @@ class DiffResult:
         console.print(
             f"{s['gained']} gained, {s['lost']} lost"
             + (f" ({s['conditional']} conditional)" if s["conditional"] else "")
-            + f"  [{self.stats.mode}: {self.stats.reason}]"
+            + f"  [{self.stats.mode}: {self.stats.reason}]",
+            markup=False,
         )
         if not self.changed:
             return buf.getvalue()
@@ -270,7 +271,9 @@ class DiffResult:
             )
         console.print(t)
         if len(entries) > max_rows:
-            console.print(f"... and {len(entries) - max_rows} more (use --format json or csv)")
+            console.print(
+                f"... and {len(entries) - max_rows} more (use --format json or csv)", markup=False
+            )
         return buf.getvalue()
 
 
@@ -632,8 +635,10 @@ def diff(
     so by itself (``FULL_FRACTION``; tests compare the ways).
     """
     t0 = time.perf_counter()
-    o = Side.of(old, "old")
-    n = Side.of(new if new is not None else old, "new")
+    o = Side.of(old)
+    n = Side.of(new if new is not None else old)
+    o = o if o.label else dataclasses.replace(o, label="old")
+    n = n if n.label else dataclasses.replace(n, label="new")
     if entities is not None:
         n = _overlay(n, entities)
     ctx = _context(context)

@@ -51,7 +51,7 @@ def cmd_test(args: argparse.Namespace) -> int:
             console.print()
         n = len(run.results)
         console.print(
-            f"{run.passed} passed, {len(run.failed)} failed ({n} cases in "
+            f"{run.passed} passed, {len(run.failed)} failed ({n} case{'s' if n != 1 else ''} in "
             f"{len(run.files)} file{'s' if len(run.files) != 1 else ''})",
             markup=False,
         )
