@@ -477,3 +477,25 @@ def test_the_engine_writes_store_warnings_to_the_system_log(tmp_path: Path) -> N
         engine.close()
     assert any("partner.json at $.access_tokens: unknown field" in m for m in warned), warned
     assert any("SHA-1 is weak" in m for m in warned), warned
+
+
+# ---------------------------------------------------------------- the committed example
+
+
+def test_the_cedarling_form_example_loads_like_the_directory_example() -> None:
+    from .storekit import EXAMPLES
+
+    example = EXAMPLES / "cedarling-form"
+    store = PolicyStoreSource.from_path(example).load()
+    plain = PolicyStoreSource.from_path(EXAMPLES / "directory").load()
+    assert (store.id, store.version, store.created_date) == (plain.id, plain.version, None)
+    assert store.schema == plain.schema
+    assert store.all_policies() == plain.all_policies()
+    assert store.trusted_issuers == plain.trusted_issuers
+    assert [w.kind for w in store.warnings] == ["manifest"]  # SHA-1 is weak
+    # the manifest holds git blob hashes: what `git hash-object` prints for each file
+    manifest = json.loads((example / "manifest.json").read_text())
+    for name, entry in manifest["files"].items():
+        if name != "manifest.json":
+            data = (example / name).read_bytes()
+            assert entry["checksum"] == "sha1:" + git_blob_sha1(data)
