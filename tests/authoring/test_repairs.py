@@ -452,3 +452,28 @@ def test_sets_get_the_element_added() -> None:
 def test_uid_strings_are_entity_references() -> None:
     assert str(EntityUID("Ns::T", 'a"b')) == 'Ns::T::"a\\"b"'
     assert parse_entity_uid(str(EntityUID("Ns::T", 'a"b'))) == EntityUID("Ns::T", 'a"b')
+
+
+def test_boundaries_at_the_ends_of_the_ranges_and_deep_nesting() -> None:
+    text = (
+        '@id("max") permit(principal, action, resource) '
+        "when { principal.level > 9223372036854775807 };\n"
+        '@id("min") permit(principal, action == Action::"min", resource) '
+        "when { principal.level < -9223372036854775808 };\n"
+        '@id("deep") permit(principal, action == Action::"deep", resource) when { '
+        + "!(" * 40
+        + "principal.flag"
+        + ")" * 40
+        + " };"
+    )
+    a = Authorizer({p.policy_id or "": p for p in parse_policies(text)})
+    ents = [Entity(ALICE, {"level": 1, "flag": False}), Entity(DOC)]
+    for act in ("view", "min"):
+        req = Request(ALICE, U("Action", act), DOC, RecordValue())
+        reps = find_repairs(a, req, EntityFacts(ents))
+        check_repairs(a, ents, req, reps)
+        assert not any(r.policy in ("max", "min") for r in reps)
+    req = Request(ALICE, U("Action", "deep"), DOC, RecordValue())
+    reps = find_repairs(a, req, EntityFacts(ents))
+    check_repairs(a, ents, req, reps)
+    assert [c.to_dict()["value"] for r in reps for c in r.changes if r.policy == "deep"] == [True]

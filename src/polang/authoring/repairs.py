@@ -334,34 +334,27 @@ def _holds(fn: Callable[[Any], Any]) -> Callable[[Any], bool]:
 
 
 def _succ(v: Any) -> Any:
-    t = type(v)
-    if t is int:
-        return v + 1 if v < LONG_MAX else None
-    if t is DateTime:
-        return DateTime(v.ms + 1)
-    if t is Duration:
-        return Duration(v.ms + 1)
-    if t is Decimal:
-        try:
-            return Decimal(v.scaled + 1)
-        except ValueError:
-            return None
-    return None
+    """The next value of an ordered type (``None`` at the end of its range)."""
+    return _step(v, 1)
 
 
 def _pred(v: Any) -> Any:
+    return _step(v, -1)
+
+
+def _step(v: Any, d: int) -> Any:
     t = type(v)
-    if t is int:
-        return v - 1 if v > LONG_MIN else None
-    if t is DateTime:
-        return DateTime(v.ms - 1)
-    if t is Duration:
-        return Duration(v.ms - 1)
-    if t is Decimal:
-        try:
-            return Decimal(v.scaled - 1)
-        except ValueError:
-            return None
+    try:
+        if t is int:
+            return v + d if LONG_MIN <= v + d <= LONG_MAX else None
+        if t is DateTime:
+            return DateTime(v.ms + d)
+        if t is Duration:
+            return Duration(v.ms + d)
+        if t is Decimal:
+            return Decimal(v.scaled + d)
+    except (ValueError, OverflowError):
+        return None
     return None
 
 
