@@ -583,7 +583,7 @@ def _only_drops(engine: Engine, tokens: list[str]) -> None:
 
 
 @settings(
-    max_examples=80,
+    max_examples=50,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -605,7 +605,7 @@ def test_fuzzed_tokens_only_ever_drop(
 
 
 @settings(
-    max_examples=80,
+    max_examples=50,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
