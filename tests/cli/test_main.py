@@ -149,3 +149,38 @@ def test_std_out_logs_go_to_stderr(capsys: Capsys, tmp_path: Path) -> None:
     from polang.logs import _std_out_target
 
     assert _std_out_target is None
+
+
+def test_engine_variables_apply_to_every_command(
+    capsys: Capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ENGINE_*`` environment variables are read as the library reads them; with
+    ``ENGINE_LOG_TYPE=std_out`` the answer alone is on stdout."""
+    monkeypatch.setenv("ENGINE_LOG_TYPE", "std_out")
+    code, out, err = run(
+        capsys,
+        "authorize",
+        "--store",
+        str(STORE),
+        "--action",
+        READ,
+        "--resource",
+        str(REQUESTS / "roadmap.json"),
+        "--principal",
+        str(REQUESTS / "alice.json"),
+    )
+    assert code == 0, err
+    assert out.splitlines() == ["ALLOW", "reason: org-members-read"]
+    assert any(json.loads(line).get("log_kind") == "Decision" for line in err.splitlines())
+    monkeypatch.setenv("ENGINE_LOG_TYPE", "nonsense")
+    code, out, err = run(
+        capsys,
+        "explain",
+        "--store",
+        str(STORE),
+        "--action",
+        READ,
+        "--resource",
+        'Acme::Document::"x"',
+    )
+    assert (code, out) == (2, "") and "ENGINE_LOG_TYPE" in err

@@ -104,10 +104,16 @@ def entity_or_uid(value: str, what: str, schema: Any) -> tuple[Any, list[Any]]:
     return ent.uid, [ent]
 
 
-def store_config(store: str, config_file: str | None) -> Any:
+def engine_config(config_file: str | None) -> Any:
+    """``ENGINE_*`` properties: the ``--config`` file, with the environment's ``ENGINE_*``
+    variables over it (as ``polang store`` and the library's ``Config.from_env`` read them)."""
     from polang.config import Config
 
-    base = Config.from_file(config_file) if config_file else Config()
+    return Config.from_env(base=Config.from_file(config_file) if config_file else None)
+
+
+def store_config(store: str, config_file: str | None) -> Any:
+    base = engine_config(config_file)
     key = "policy_store_uri" if "://" in store else "policy_store_local_fn"
     # --store replaces whatever store the configuration file names
     sources = {"policy_store_uri": None, "policy_store_local_fn": None, "policy_store_local": None}
@@ -170,10 +176,9 @@ def load_inputs(args: argparse.Namespace, backend: str = "compiled") -> Inputs:
     if args.store:
         if args.policies or args.schema:
             raise RequestError("--store cannot be combined with --policies or --schema")
-        from polang.config import Config
         from polang.store import PolicyStoreSource
 
-        config = Config.from_file(args.config) if args.config else Config()
+        config = engine_config(args.config)
         strict = config.strict_schema_validation
         store = PolicyStoreSource.from_location(args.store).load(config)
         schema = store.schema
