@@ -15,6 +15,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from polang.errors import PolicyStoreError
 from polang.store import PolicyStoreLoadError, PolicyStoreSource, load_policy_store_archive_bytes
 from polang.store.archive import MAX_ENTRIES, MAX_UNCOMPRESSED, unsafe_name_reason, write_archive
 from polang.store.tools import pack_store
@@ -113,7 +114,7 @@ def test_an_empty_policies_folder_survives_packing(make_store: MakeStore, tmp_pa
 
 
 def test_write_archive_refuses_unsafe_names(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="unsafe"):
+    with pytest.raises(PolicyStoreError, match="unsafe"):
         write_archive({"../x": b""}, tmp_path / "x.parc")
 
 

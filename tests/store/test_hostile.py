@@ -608,3 +608,16 @@ def test_fuzz_store_text_raises_only_store_errors(text: str) -> None:
         PolicyStoreSource.inline("\n" + text).load()  # YAML (JSON when it starts with { or [)
     except PolangError as e:
         assert_bounded(e)
+
+
+def test_packing_a_directory_whose_file_name_is_unsafe_in_a_zip_is_a_store_error(
+    tmp_path: Path,
+) -> None:
+    from polang.errors import PolicyStoreError
+    from polang.store.tools import pack_store
+
+    root = write_tree(tmp_path / "s", store_files({"policies/a\\b.polang": "// empty\n"}))
+    with pytest.raises(PolicyStoreError) as e:
+        pack_store(root, tmp_path / "out.parc")
+    assert "backslash" in str(e.value)
+    assert not (tmp_path / "out.parc").exists()

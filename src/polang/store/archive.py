@@ -14,6 +14,7 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from polang.errors import PolicyStoreError
 from polang.store.errors import Problems
 from polang.store.fields import show
 
@@ -150,8 +151,11 @@ def write_archive(files: Mapping[str, bytes], out_path: str | Path) -> None:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for name in sorted(files):
-            if unsafe_name_reason(name):
-                raise ValueError(f"refusing to write unsafe entry name {name!r}")
+            reason = unsafe_name_reason(name)
+            if reason:
+                raise PolicyStoreError(
+                    f"refusing to write unsafe entry name {show(name)}: {reason}"
+                )
             info = zipfile.ZipInfo(name, date_time=_FIXED_TIME)
             info.create_system = 3
             if name.endswith("/"):  # a directory entry (keeps an empty required folder)
