@@ -566,12 +566,22 @@ ACCEPTED: list[tuple[list[Any], bool]] = [
         True,
     ),
     ([user(x={"__entity": {"type": "A", "id": "b"}, "y": 1})], False),
-    (
-        [{"uid": {"type": "U", "id": "a", "extra": 1}, "attrs": {}, "parents": [], "other": 2}],
-        False,
-    ),
+    ([{"uid": {"type": "U", "id": "a", "extra": 1}, "attrs": {}, "parents": []}], False),
     ([], True),
 ]
+
+
+def test_unknown_entity_keys_are_refused_where_cedar_ignores_them() -> None:
+    # A deliberate difference (issue 11): cedarpy drops the misspelt key, and a principal
+    # sent with "parnets" escaped a `forbid (principal in Group::"banned", ...)`.
+    data = [{"uid": {"type": "U", "id": "a"}, "attrs": {}, "parents": [], "other": 2}]
+    cedarpy.Entities.from_json_str(json.dumps(data), None)  # accepted there
+    with pytest.raises(EntityError, match=r'at \$\[0\]\.other: unknown key "other"'):
+        parse_entities(json.dumps(data))
+    data = [{"uid": {"type": "U", "id": "a"}, "attrs": {}, "parnets": [{"type": "G", "id": "b"}]}]
+    with pytest.raises(EntityError, match=r'at \$\[0\]\.parnets: unknown key "parnets"') as e:
+        parse_entities(json.dumps(data))
+    assert 'did you mean "parents"?' in str(e.value)
 
 
 def _closure(parents: dict[str, set[str]]) -> dict[str, list[str]]:

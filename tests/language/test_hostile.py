@@ -4,22 +4,40 @@ interpreter (issue 11)."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import polang
-from polang.errors import PolicyParseError
+from polang.errors import EntityError, PolicyParseError, RequestError, SchemaError
+from polang.jsonlimits import MAX_JSON_DEPTH
 from polang.language import ast
+from polang.language.entities import (
+    parse_context,
+    parse_entities,
+    parse_entity,
+    parse_mapped_entity,
+    parse_value,
+)
 from polang.language.parser import (
     MAX_EXPRESSION_DEPTH,
     parse_expression,
     parse_policies,
 )
-from polang.language.schema import parse_schema
+from polang.language.schema import (
+    LONG,
+    MAX_SCHEMA_TYPE_DEPTH,
+    SetType,
+    json_kind,
+    parse_schema,
+    parse_schema_json,
+)
 from polang.language.validate import validate_policies
+from polang.language.values import EntityUID
 
 P = "permit(principal, action, resource)"
 LIMIT = re.escape(f"deeper than the limit of {MAX_EXPRESSION_DEPTH} levels")
@@ -205,3 +223,257 @@ def test_a_long_line_is_quoted_as_a_window() -> None:
     e = parse_error(text)
     excerpt = str(e).splitlines()[1]
     assert len(excerpt) < 120
+
+
+# ---------------------------------------------------------------- schemas (item 3)
+
+
+def schema_error(text: str) -> SchemaError:
+    with pytest.raises(SchemaError) as e:
+        parse_schema(text, "s.polangschema")
+    assert re.match(r"s\.polangschema:\d+:\d+: ", str(e.value)), str(e.value)[:200]
+    assert len(str(e.value)) < 1000
+    return e.value
+
+
+TYPE_LIMIT = re.escape(f"deeper than the limit of {MAX_SCHEMA_TYPE_DEPTH} levels")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "entity A { a: " + "Set<" * 10_000 + "Long" + ">" * 10_000 + " };",
+        "entity A = " + "{a: " * 10_000 + "Long" + "}" * 10_000 + ";",
+        "\n".join(f"type T{i} = T{i + 1};" for i in range(2000))
+        + "\ntype T2000 = Long;\nentity A { a: T0 };",
+        "\n".join(f"type T{i} = Set<T{i + 1}>;" for i in range(40)) + "\ntype T40 = Long;",
+        "type Deep = " + "Set<" * 31 + "Long" + ">" * 31 + "; entity A { a: Deep };",
+    ],
+    ids=["sets", "records", "common-chain", "set-chain", "via-a-resolved-common"],
+)
+def test_deep_schema_types_name_the_limit(text: str) -> None:
+    e = schema_error(text)
+    assert re.search(TYPE_LIMIT, str(e)) and "MAX_SCHEMA_TYPE_DEPTH" in str(e)
+
+
+def test_schema_types_within_the_limit_resolve() -> None:
+    n = MAX_SCHEMA_TYPE_DEPTH - 1  # the element is a level too
+    s = parse_schema("type Deep = " + "Set<" * n + "Long" + ">" * n + ";")
+    t = s.common_types["Deep"]
+    for _ in range(n):
+        assert isinstance(t, SetType)
+        t = t.element
+    assert t == LONG
+
+
+def test_the_limit_does_not_depend_on_declaration_order() -> None:
+    deep = "Set<" * 30 + "Long" + ">" * 30
+    first = f"type Deep = {deep}; entity A {{ a: Deep }};"
+    last = f"entity A {{ a: Deep }}; type Deep = {deep};"
+    assert re.search(TYPE_LIMIT, str(schema_error(first)))
+    assert re.search(TYPE_LIMIT, str(schema_error(last)))
+
+
+def test_unclosed_deep_schema_is_a_syntax_error() -> None:
+    e = schema_error("Set<" * 10_000)
+    assert "unexpected name `Set`" in str(e)
+
+
+@pytest.mark.parametrize(
+    ("text", "hint"),
+    [
+        ("t", None),
+        ("entitty A;", "entity"),
+        ("Entity A;", "entity"),
+        ("entity A; actoin a;", "action"),
+        ("namespace N { Entity A; }", "entity"),
+        ("entity A tag Long;", "tags"),
+        ("@", None),
+        ("entity", None),
+        ("entity A {", None),
+    ],
+)
+def test_schema_syntax_errors_are_schema_errors(text: str, hint: str | None) -> None:
+    e = schema_error(text)  # was KeyError: '$END' for the first three
+    if hint is not None:
+        assert f"did you mean `{hint}`?" in str(e)
+
+
+def test_deep_json_schemas_are_refused() -> None:
+    with pytest.raises(SchemaError, match="MAX_JSON_DEPTH"):
+        parse_schema_json("[" * 100_000 + "]" * 100_000)
+    deep: Any = {"type": "Long"}
+    for _ in range(10_000):
+        deep = {"type": "Set", "element": deep}
+    with pytest.raises(SchemaError, match="MAX_JSON_DEPTH"):
+        parse_schema_json({"": {"entityTypes": {"A": {"shape": deep}}, "actions": {}}})
+    inner = '{"type": "Set", "element": ' * 10_000 + '{"type": "Long"}' + "}" * 10_000
+    text = '{"": {"commonTypes": {"T": ' + inner + '}, "entityTypes": {}, "actions": {}}}'
+    with pytest.raises(SchemaError, match="MAX_JSON_DEPTH"):
+        parse_schema_json(text)
+
+
+def test_json_schema_type_depth_is_bounded_like_the_human_form() -> None:
+    deep: Any = {"type": "Long"}
+    for _ in range(40):
+        deep = {"type": "Set", "element": deep}
+    with pytest.raises(SchemaError, match=TYPE_LIMIT) as e:
+        parse_schema_json({"": {"commonTypes": {"T": deep}, "entityTypes": {}, "actions": {}}})
+    assert "$" in str(e.value)
+
+
+def test_json_schema_texts_past_pythons_digit_limit() -> None:
+    with pytest.raises(SchemaError, match="more than 4,300 digits"):
+        parse_schema_json('{"": {"entityTypes": {}, "actions": {}, "x": ' + "9" * 5000 + "}}")
+
+
+# ---------------------------------------------------------------- entities and requests (item 6)
+
+ENTITY_SCHEMA = parse_schema(
+    "entity Group; entity User in [Group] { name?: String, extra?: { n?: Long } };"
+    "action view appliesTo { principal: User, resource: User, context: { n?: Long } };"
+)
+VIEW = EntityUID("Action", "view")
+
+
+def nested(depth: int) -> Any:
+    value: Any = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("schema", [None, ENTITY_SCHEMA], ids=["untyped", "with-schema"])
+def test_unknown_entity_keys_name_themselves(schema: Any) -> None:
+    entity = {
+        "uid": {"type": "User", "id": "mallory"},
+        "attrs": {},
+        "parnets": [{"type": "Group", "id": "banned"}],
+    }
+    with pytest.raises(EntityError, match=r'\.parnets: unknown key "parnets"') as e:
+        parse_entity(entity, schema)
+    assert 'did you mean "parents"?' in str(e.value)
+    with pytest.raises(EntityError, match=r'unknown key "x"'):
+        parse_entities([{"uid": {"type": "User", "id": "a"}, "attrs": {}, "x": 1}], schema)
+
+
+def test_mapped_entities_keep_other_keys_as_attributes() -> None:
+    e = parse_mapped_entity(
+        {"cedar_entity_mapping": {"entity_type": "User", "id": "a"}, "name": "A"}, ENTITY_SCHEMA
+    )
+    assert e.attrs == {"name": "A"}
+
+
+def test_deep_values_name_the_limit() -> None:
+    deep = nested(100_000)
+    with pytest.raises(RequestError, match="MAX_JSON_DEPTH"):
+        parse_context({"zz": deep}, None, None)
+    with pytest.raises(EntityError, match="MAX_JSON_DEPTH"):
+        parse_entity({"uid": {"type": "User", "id": "a"}, "attrs": {"x": deep}})
+    with pytest.raises(EntityError, match="MAX_JSON_DEPTH"):
+        parse_value({"__extn": {"fn": "ip", "arg": deep}}, path="$")
+    with pytest.raises(EntityError, match="MAX_JSON_DEPTH"):
+        parse_entities("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(RequestError, match="MAX_JSON_DEPTH"):
+        parse_context('{"zz": ' + "[" * 100_000 + "]" * 100_000 + "}", None, None)
+    # against the schema the value's type decides first
+    with pytest.raises(RequestError, match=r"context at \$\.context\.n: expected Long"):
+        parse_context({"n": deep}, ENTITY_SCHEMA, VIEW)
+    # the limit itself is accepted
+    ok = parse_context({"zz": nested(MAX_JSON_DEPTH - 1)}, None, None)
+    assert "zz" in ok
+
+
+def test_numbers_outside_long_in_entity_json() -> None:
+    text = '[{"uid": {"type": "User", "id": "a"}, "attrs": {"n": %s}}]'
+    with pytest.raises(EntityError, match=r"\$\[0\]\.attrs\.n: integer 9{30} is outside"):
+        parse_entities(text % ("9" * 30))
+    with pytest.raises(EntityError, match="more than 4,300 digits"):
+        parse_entities(text % ("9" * 5000))
+    with pytest.raises(RequestError, match="more than 4,300 digits"):
+        parse_context('{"n": ' + "9" * 5000 + "}", None, None)
+    with pytest.raises(RequestError, match=r"\$\.context\.n: integer -10+ is outside"):
+        parse_context({"n": -(10**30)}, None, None)
+
+
+def test_python_values_are_named_as_what_they_are() -> None:
+    # issue 14: the README passed a set where a dict belongs: "found an object"
+    with pytest.raises(EntityError, match='"attrs" must be a JSON object, found a set'):
+        parse_entity({"uid": {"type": "User", "id": "a"}, "attrs": {"name", "x"}})
+    with pytest.raises(EntityError, match="found a set"):
+        parse_entity({"uid": {"type": "User", "id": "a"}, "attrs": {"name": {"x"}}})
+    with pytest.raises(EntityError, match="found a tuple"):
+        parse_entity({"uid": {"type": "User", "id": "a"}, "attrs": {"name": ("x",)}})
+    assert json_kind(frozenset()) == "a set" and json_kind(object()) == "a Python `object`"
+    assert json_kind({}) == "an object" and json_kind([]) == "an array"
+
+
+# ---------------------------------------------------------------- through the engine
+
+STORE_SCHEMA = (
+    "entity Group; entity User in [Group]; entity Doc;"
+    "action read appliesTo { principal: User, resource: Doc };"
+)
+STORE_POLICIES = """
+@id("everyone") permit (principal, action, resource);
+@id("banned") forbid (principal in Group::"banned", action, resource);
+"""
+
+
+def write_store(root: Path, schema: str = STORE_SCHEMA, policies: str = STORE_POLICIES) -> Path:
+    metadata = {
+        "polang_version": "4.0.0",
+        "policy_store": {"id": "hostile", "name": "Hostile", "version": "1.0.0"},
+    }
+    files = {
+        "metadata.json": json.dumps(metadata),
+        "schema.polangschema": schema,
+        "policies/p.polang": policies,
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    return root
+
+
+def engine_for(root: Path) -> polang.Engine:
+    return polang.Engine(
+        {
+            "ENGINE_POLICY_STORE_LOCAL_FN": str(root),
+            "ENGINE_JWT_SIG_VALIDATION": "disabled",
+            "ENGINE_JWT_STATUS_VALIDATION": "disabled",
+        }
+    )
+
+
+def test_a_misspelt_parents_key_cannot_escape_a_forbid(tmp_path: Path) -> None:
+    with engine_for(write_store(tmp_path / "s")) as engine:
+        doc = {"uid": {"type": "Doc", "id": "d"}, "attrs": {}, "parents": []}
+        banned = [{"type": "Group", "id": "banned"}]
+        mallory = {"uid": {"type": "User", "id": "mallory"}, "attrs": {}}
+        result = engine.authorize_unsigned(
+            'Action::"read"', doc, principal={**mallory, "parents": banned}
+        )
+        assert not result.decision
+        with pytest.raises(polang.PolangError, match=r'unknown key "parnets".*did you mean'):
+            engine.authorize_unsigned(
+                'Action::"read"', doc, principal={**mallory, "parnets": banned}
+            )
+        with pytest.raises(polang.RequestError, match="MAX_JSON_DEPTH"):
+            engine.access_matrix({"zz": nested(100_000)})  # a context of no one action
+
+
+@pytest.mark.parametrize("schema", ["t", "entitty A;", "Entity A;", "Set<" * 10_000])
+def test_a_store_with_a_broken_schema_is_refused_in_the_family(tmp_path: Path, schema: str) -> None:
+    with pytest.raises(polang.PolangError, match=r"schema\.polangschema:1:1: unexpected name"):
+        engine_for(write_store(tmp_path / "s", schema=schema))
+
+
+def test_a_store_with_a_deep_policy_is_refused_and_leaves_the_interpreter_alone(
+    tmp_path: Path,
+) -> None:
+    before = sys.getrecursionlimit()
+    policy = '@id("p") permit (principal, action, resource) when { 1' + " + 1" * 5000 + " > 0 };"
+    with pytest.raises(polang.PolangError, match="MAX_EXPRESSION_DEPTH"):
+        engine_for(write_store(tmp_path / "s", policies=policy))
+    assert sys.getrecursionlimit() == before

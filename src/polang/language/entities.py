@@ -7,12 +7,14 @@ ends in the same model.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from polang.errors import EntityError, EvaluationError, RequestError
+from polang.jsonlimits import MAX_JSON_DEPTH
 from polang.language.schema import (
     EXTENSION_CONSTRUCTORS,
     EntityRefType,
@@ -148,9 +150,15 @@ def _uid(v: object, path: str) -> EntityUID:
     return EntityUID(etype, eid)
 
 
+def _int_text(v: int) -> str:
+    """An integer for a message: a huge one (a Python int may have any number of digits,
+    and ``str`` refuses past 4,300) by its size."""
+    return str(v) if v.bit_length() <= 128 else f"of {v.bit_length()} bits"
+
+
 def _long(v: int, path: str) -> int:
     if v < LONG_MIN or v > LONG_MAX:
-        raise _Bad(path, f"integer {v} is outside the 64-bit range of Long")
+        raise _Bad(path, f"integer {_int_text(v)} is outside the 64-bit range of Long")
     return v
 
 
@@ -158,7 +166,7 @@ def _is_escape(obj: dict[str, Any], key: str) -> bool:
     return len(obj) == 1 and key in obj
 
 
-def _extension(v: object, path: str) -> Value:
+def _extension(v: object, path: str, depth: int = 0) -> Value:
     path = json_path(path, "__extn")
     obj = _check_object(v, path, "an extension value")
     fn = obj.get("fn")
@@ -168,39 +176,60 @@ def _extension(v: object, path: str) -> Value:
 
     try:
         if "arg" in obj and "args" not in obj:
-            return parse_extension_value(fn, _untyped(obj["arg"], json_path(path, "arg")))
+            arg = _untyped(obj["arg"], json_path(path, "arg"), depth + 2)
+            return parse_extension_value(fn, arg)
         if "args" in obj and "arg" not in obj:
             p = json_path(path, "args")
             items = obj["args"]
             if not isinstance(items, list):
                 raise _Bad(p, f'"args" must be an array, found {json_kind(items)}')
-            return call_function(fn, [_untyped(x, json_path(p, i)) for i, x in enumerate(items)])
+            args = [_untyped(x, json_path(p, i), depth + 3) for i, x in enumerate(items)]
+            return call_function(fn, args)
     except ValueError as e:
         raise _Bad(path, f"invalid extension value: {e}") from None
     raise _Bad(path, 'an extension value needs exactly one of "arg" and "args"')
 
 
-def _untyped(v: object, path: str) -> Value:
-    """A value with no expected type: its JSON form alone decides."""
+def _too_deep(path: str) -> _Bad:
+    shown = path if len(path) <= 60 else path[:60] + "..."
+    return _Bad(
+        shown,
+        f"the value nests deeper than the limit of {MAX_JSON_DEPTH} levels "
+        "(MAX_JSON_DEPTH, docs/security.md)",
+    )
+
+
+def _untyped(v: object, path: str, depth: int = 0) -> Value:
+    """A value with no expected type: its JSON form alone decides. ``depth``: the arrays
+    and objects it is inside of (this is the walk an unbounded value could drive)."""
     t = type(v)
     if t is bool or t is str:
         return v
     if t is int:
         return _long(cast(int, v), path)
+    if depth >= MAX_JSON_DEPTH:
+        raise _too_deep(path)
     if t is list:
-        return SetValue(_untyped(x, json_path(path, i)) for i, x in enumerate(cast(list[Any], v)))
+        items = cast(list[Any], v)
+        return SetValue(_untyped(x, json_path(path, i), depth + 1) for i, x in enumerate(items))
     if t is float:
         raise _Bad(path, f"floating-point numbers are not values of the language: {v!r}")
     if v is None:
         raise _Bad(path, "null is not a value of the language")
+    if not isinstance(v, dict):
+        raise _Bad(
+            path,
+            "expected a value of the language (a boolean, integer, string, array or object), "
+            f"found {json_kind(v)}",
+        )
     obj = _check_object(v, path, "a value")
     if _is_escape(obj, "__entity"):
         return _uid(obj, path)
     if _is_escape(obj, "__extn"):
-        return _extension(obj["__extn"], path)
+        return _extension(obj["__extn"], path, depth)
     if _is_escape(obj, "__expr"):
         raise _Bad(path, 'the legacy `{"__expr": ...}` form is not supported')
-    return RecordValue({k: _untyped(x, json_path(path, k)) for k, x in obj.items()})
+    return RecordValue({k: _untyped(x, json_path(path, k), depth + 1) for k, x in obj.items()})
 
 
 def _describe(v: object) -> str:
@@ -208,7 +237,7 @@ def _describe(v: object) -> str:
     if isinstance(v, bool):
         return f"Bool {'true' if v else 'false'}"
     if isinstance(v, int):
-        return f"Long {v}"
+        return f"Long {_int_text(v)}"
     if isinstance(v, str):
         text = v if len(v) <= 40 else v[:37] + "..."
         return f"String {quote_string(text)}"
@@ -229,7 +258,7 @@ def _describe(v: object) -> str:
             fn = inner.get("fn") if isinstance(inner, dict) else None
             return f"extension value `{fn}(...)`"
         return "Record"
-    return type(v).__name__
+    return json_kind(v)
 
 
 def _expected_text(t: SchemaType) -> str:
@@ -417,9 +446,32 @@ def _optional_object(obj: dict[str, Any], key: str, path: str, what: str) -> dic
     return _check_object(obj[key], json_path(path, key), what)
 
 
+ENTITY_KEYS = frozenset({"uid", "attrs", "parents", "tags"})
+"""The keys of an entity in the language's form; any other is an error (a misspelt
+``"parnets"`` silently dropped the parents, and a principal escaped a ``forbid``)."""
+
+
+def _unknown_key(o: dict[str, Any], path: str) -> _Bad | None:
+    for k in o:
+        if k not in ENTITY_KEYS:
+            key = str(k)
+            shown = key if len(key) <= 40 else key[:40] + "..."
+            close = difflib.get_close_matches(key[:40], ENTITY_KEYS, n=1, cutoff=0.6)
+            hint = f'; did you mean "{close[0]}"?' if close else ""
+            return _Bad(
+                json_path(path, shown),
+                f'unknown key "{shown}" in an entity (its keys are "uid", "attrs", "parents" '
+                f'and "tags"){hint}',
+            )
+    return None
+
+
 def _parse_entity(obj: object, schema: Schema | None, path: str) -> Entity:
     """The entity form; raises ``_Bad`` (the uid is re-read by the caller for messages)."""
     o = _check_object(obj, path, "an entity")
+    unknown = _unknown_key(o, path)
+    if unknown is not None:
+        raise unknown
     if "uid" not in o:
         raise _Bad(path, 'an entity needs a "uid"')
     uid_path = json_path(path, "uid")
@@ -617,7 +669,7 @@ def _fast_record(
 
 
 def _fast_entity(o: Any, schema: Schema) -> Entity | None:
-    if type(o) is not dict or o.get("tags"):
+    if type(o) is not dict or o.get("tags") or not o.keys() <= ENTITY_KEYS:
         return None
     uid = _fast_uid(o.get("uid"))
     attrs = o.get("attrs")
@@ -729,7 +781,7 @@ def _load(data: str | bytes | list[Any], filename: str | None) -> object:
     except json.JSONDecodeError as e:
         where = f"{filename or '<entities>'}:{e.lineno}:{e.colno}"
         raise EntityError(f"{where}: invalid JSON: {e.msg}", path="$") from None
-    except UnicodeDecodeError as e:
+    except ValueError as e:  # not UTF-8, or past a limit (depth, digits)
         raise EntityError(f"{filename or '<entities>'}: invalid JSON text: {e}", path="$") from None
 
 
@@ -862,7 +914,7 @@ def parse_context(
     if isinstance(data, str | bytes):
         try:
             data = json_loads_checked(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        except ValueError as e:  # invalid, not UTF-8, or past a limit
             raise RequestError(f"context at {path}: invalid JSON: {e}") from None
     try:
         if schema is not None and action is not None:

@@ -14,6 +14,7 @@ between the two namespaces never changes a result.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import re
@@ -28,11 +29,29 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from lark.lexer import Lexer, LexerState
 
 from polang.errors import SchemaError
+from polang.jsonlimits import MAX_JSON_DEPTH, depth_of, json_depth
 from polang.language import lalr
 from polang.language.values import EntityUID
 
 if TYPE_CHECKING:
     from polang.language.entities import Entity
+
+# ---------------------------------------------------------------- limits
+
+MAX_SCHEMA_TYPE_DEPTH = 32
+"""Deepest type nesting a schema may declare (docs/validation.md, "Limits"): each
+``Set<...>``, record and common type reference is a level, the innermost type too
+(``Set<Long>`` nests 2). Real schemas nest a handful of levels (the conformance corpus at
+most 5); every walk over types (validation, entity parsing, ``to_json``) recurses per
+level, so this keeps them far from Python's recursion limit."""
+
+
+def too_deep_type_message() -> str:
+    return (
+        f"type nests deeper than the limit of {MAX_SCHEMA_TYPE_DEPTH} levels "
+        "(MAX_SCHEMA_TYPE_DEPTH; each `Set<...>`, record and common type reference is a level)"
+    )
+
 
 # ---------------------------------------------------------------- types
 
@@ -326,12 +345,34 @@ def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return marked
 
 
-def json_loads_checked(text: str | bytes) -> Any:
-    """``json.loads`` that keeps track of repeated object keys (see :func:`duplicate_key`).
+class JSONLimitError(ValueError):
+    """JSON text past a limit: nested deeper than ``MAX_JSON_DEPTH``, or an integer too
+    long for Python to read (more than 4,300 digits)."""
 
-    Raises ``json.JSONDecodeError`` (or ``UnicodeDecodeError``) like ``json.loads``.
+
+def json_loads_checked(text: str | bytes) -> Any:
+    """``json.loads`` for untrusted text that keeps track of repeated object keys (see
+    :func:`duplicate_key`), with its nesting depth measured first (without recursion).
+
+    Raises ``json.JSONDecodeError`` (with its line and column) for invalid JSON,
+    ``UnicodeDecodeError`` for bytes that are not UTF-8 and :class:`JSONLimitError` past a
+    limit: all ``ValueError``.
     """
-    return json.loads(text, object_pairs_hook=_object_pairs)
+    if isinstance(text, bytes | bytearray):
+        text = bytes(text).decode("utf-8")
+    if (text.count("[") + text.count("{") > MAX_JSON_DEPTH) and json_depth(text) > MAX_JSON_DEPTH:
+        raise JSONLimitError(
+            f"JSON nests deeper than the limit of {MAX_JSON_DEPTH} levels "
+            "(MAX_JSON_DEPTH, docs/security.md)"
+        )
+    try:
+        return json.loads(text, object_pairs_hook=_object_pairs)
+    except json.JSONDecodeError:
+        raise
+    except (ValueError, RecursionError):  # Python's limit on an integer's digits
+        raise JSONLimitError(
+            "an integer has more than 4,300 digits (far outside the 64-bit range of Long)"
+        ) from None
 
 
 def duplicate_key(obj: object) -> str | None:
@@ -340,7 +381,8 @@ def duplicate_key(obj: object) -> str | None:
 
 
 def json_kind(v: object) -> str:
-    """A JSON value's kind, for messages."""
+    """A JSON value's kind, for messages; a Python value that no JSON text gives (a set,
+    a tuple, an object of a class) is named as what it is, not as the JSON it is not."""
     if v is None:
         return "null"
     if isinstance(v, bool):
@@ -353,7 +395,13 @@ def json_kind(v: object) -> str:
         return "a string"
     if isinstance(v, list):
         return "an array"
-    return "an object"
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, set | frozenset):
+        return "a set"
+    if isinstance(v, tuple):
+        return "a tuple"
+    return f"a Python `{type(v).__name__}`"
 
 
 # ================================================================ unresolved declarations
@@ -495,7 +543,7 @@ class _Resolver:
         self.entities: dict[str, tuple[str, _REntity]] = {}
         self.commons: dict[str, tuple[str, _RCommon]] = {}
         self.actions: dict[EntityUID, tuple[str, _RAction]] = {}
-        self.common_done: dict[str, SchemaType] = {}
+        self.common_done: dict[str, tuple[SchemaType, int]] = {}
         self.common_stack: list[str] = []
 
     def run(self) -> Schema:
@@ -508,7 +556,8 @@ class _Resolver:
                 self.actions[EntityUID(_action_type(ns.name), a.name)] = (ns.name, a)
         self._check_shadowing()
 
-        common_types = {fq: self._common(fq, c.loc) for fq, (_, c) in self.commons.items()}
+        # a definition is not a reference: its type starts at the first level
+        common_types = {fq: self._common(fq, c.loc, 0)[0] for fq, (_, c) in self.commons.items()}
         entity_types = {fq: self._entity_type(ns, fq, e) for fq, (ns, e) in self.entities.items()}
         actions = {uid: self._action(ns, uid, a) for uid, (ns, a) in self.actions.items()}
         self._check_action_cycles(actions)
@@ -552,44 +601,55 @@ class _Resolver:
     # ------------------------------------------------------------ types
 
     def _type(self, ns: str, t: _RType) -> SchemaType:
-        if isinstance(t, _RPrim):
-            return t.type
-        if isinstance(t, _RSet):
-            return SetType(self._type(ns, t.element))
-        if isinstance(t, _RRecord):
-            return RecordType(
-                {
-                    k: Attribute(self._type(ns, a.type), a.required, a.annotations)
-                    for k, a in t.attributes.items()
-                },
-                t.additional,
-            )
-        return self._name(ns, t)
+        return self._typed(ns, t, 1)[0]
 
-    def _name(self, ns: str, r: _RName) -> SchemaType:
+    def _typed(self, ns: str, t: _RType, depth: int) -> tuple[SchemaType, int]:
+        """``t`` resolved, with its height: the levels of its longest path (leaf included),
+        a common type reference counting as one. ``depth`` is the level ``t`` is at."""
+        if depth > MAX_SCHEMA_TYPE_DEPTH:
+            raise self.src.error(t.loc, too_deep_type_message())
+        if isinstance(t, _RPrim):
+            return t.type, 1
+        if isinstance(t, _RSet):
+            element, h = self._typed(ns, t.element, depth + 1)
+            return SetType(element), h + 1
+        if isinstance(t, _RRecord):
+            attrs: dict[str, Attribute] = {}
+            height = 0
+            for k, a in t.attributes.items():
+                at, h = self._typed(ns, a.type, depth + 1)
+                height = max(height, h)
+                attrs[k] = Attribute(at, a.required, a.annotations)
+            return RecordType(attrs, t.additional), height + 1
+        return self._name(ns, t, depth)
+
+    def _name(self, ns: str, r: _RName, depth: int = 1) -> tuple[SchemaType, int]:
         name = r.name
         prefix = CEDAR_NAMESPACE + "::"
         if name.startswith(prefix):
             builtin = _builtin(name[len(prefix) :], r.kind)
             if builtin is not None:
-                return builtin
+                return builtin, 1
             raise self.src.error(r.loc, _undefined(r))
         candidates = [name] if "::" in name or not ns else [_qualify(ns, name), name]
         for c in candidates:
             if r.kind in ("any", "common") and c in self.commons:
-                return self._common(c, r.loc)
+                return self._common(c, r.loc, depth)
             if r.kind in ("any", "entity") and c in self.entities:
-                return EntityRefType(c)
+                return EntityRefType(c), 1
         if "::" not in name:
             builtin = _builtin(name, r.kind)
             if builtin is not None:
-                return builtin
+                return builtin, 1
         raise self.src.error(r.loc, _undefined(r))
 
-    def _common(self, fq: str, loc: _Loc) -> SchemaType:
+    def _common(self, fq: str, loc: _Loc, depth: int = 1) -> tuple[SchemaType, int]:
         done = self.common_done.get(fq)
         if done is not None:
-            return done
+            resolved, height = done
+            if depth + height > MAX_SCHEMA_TYPE_DEPTH:  # as deep as resolving it again
+                raise self.src.error(loc, too_deep_type_message())
+            return resolved, height + 1
         if fq in self.common_stack:
             cycle = [*self.common_stack[self.common_stack.index(fq) :], fq]
             raise self.src.error(
@@ -597,13 +657,13 @@ class _Resolver:
             )
         self.common_stack.append(fq)
         ns, decl = self.commons[fq]
-        resolved = self._type(ns, decl.type)
+        resolved, height = self._typed(ns, decl.type, depth + 1)
         self.common_stack.pop()
-        self.common_done[fq] = resolved
-        return resolved
+        self.common_done[fq] = (resolved, height)
+        return resolved, height + 1
 
     def _entity_ref(self, ns: str, name: str, loc: _Loc) -> str:
-        t = self._name(ns, _RName(name, "entity", loc))
+        t = self._name(ns, _RName(name, "entity", loc))[0]
         assert isinstance(t, EntityRefType)
         return t.name
 
@@ -1027,7 +1087,9 @@ class _HumanReader:
 
     # ------------------------------------------------------------ types
 
-    def _type(self, tree: Tree) -> _RType:
+    def _type(self, tree: Tree, depth: int = 1) -> _RType:
+        while tree.data == "type":
+            tree = cast(Tree, tree.children[0])
         if tree.data == "type_path":
             name, loc = self._path(cast(Tree, tree.children[0]), "a type")
             if name == "Set":
@@ -1038,13 +1100,15 @@ class _HumanReader:
             name, loc = self._path(cast(Tree, path_tree), "a type")
             if name != "Set":
                 raise self.src.error(loc, f"`{name}` takes no type argument (only `Set<...>` does)")
-            return _RSet(self._type(cast(Tree, elem)), loc)
-        if tree.data == "type":
-            return self._type(cast(Tree, tree.children[0]))
-        return self._record(tree)
+            if depth >= MAX_SCHEMA_TYPE_DEPTH:  # its element would be past the limit
+                raise self.src.error(loc, too_deep_type_message())
+            return _RSet(self._type(cast(Tree, elem), depth + 1), loc)
+        return self._record(tree, depth)
 
-    def _record(self, tree: Tree) -> _RRecord:
+    def _record(self, tree: Tree, depth: int = 1) -> _RRecord:
         brace = cast(Token, tree.children[0])
+        if depth >= MAX_SCHEMA_TYPE_DEPTH and any(d is not None for d in tree.children[1:]):
+            raise self._err(brace, too_deep_type_message())
         attrs: dict[str, _RAttr] = {}
         for decl in tree.children[1:]:
             if decl is None:
@@ -1055,7 +1119,7 @@ class _HumanReader:
             if name in attrs:
                 raise self._err(tok, f"attribute `{name}` is declared twice")
             attrs[name] = _RAttr(
-                self._type(cast(Tree, type_tree)),
+                self._type(cast(Tree, type_tree), depth + 1),
                 qmark is None,
                 self._annotations(cast(Tree, ann_tree)),
                 self._loc(tok),
@@ -1071,10 +1135,17 @@ def _syntax_error(src: _Source, text: str, e: UnexpectedInput) -> SchemaError:
         return src.error(_Loc(line, column), "unexpected end of the schema")
     if isinstance(e, UnexpectedToken):
         tok = e.token
-        expected = sorted(_describe_terminal(t) for t in e.accepts or e.expected)
+        terminals = e.accepts or e.expected
+        expected = sorted(_describe_terminal(t) for t in terminals)
         message = f"unexpected {_describe_token(tok)}"
         if expected:
             message += "; expected " + ", ".join(expected)
+        if tok.type == "IDENT":  # a misspelt keyword: `entitty A;`, `Entity A;`
+            words = [w for t in terminals if (w := _keyword_of(t)) is not None]
+            exact = [w for w in words if w.lower() == str(tok.value).lower()]
+            close = exact or difflib.get_close_matches(str(tok.value), words, n=1, cutoff=0.7)
+            if close:
+                message += f"; did you mean `{close[0]}`?"
         return src.error(_Loc(line, column), message)
     if isinstance(e, UnexpectedCharacters):
         if e.char == '"':
@@ -1089,14 +1160,28 @@ _TERMINAL_TEXT = {
     "LBRACE": "`{`",
     "LBRACKET": "`[`",
     "QMARK": "`?`",
+    "$END": "the end of the schema",
 }
 
 
 def _describe_terminal(name: str) -> str:
     if name in _TERMINAL_TEXT:
         return _TERMINAL_TEXT[name]
-    pattern = _lark_parser().get_terminal(name).pattern
-    return f"`{pattern.value}`" if pattern.type == "str" else name
+    try:
+        pattern = _lark_parser().get_terminal(name).pattern
+    except KeyError:  # not a terminal of the grammar's own (lark's end marker, ...)
+        return name.lower()
+    return f"`{pattern.value}`" if pattern.type == "str" else name.lower()
+
+
+def _keyword_of(name: str) -> str | None:
+    """The word a keyword terminal stands for (``ENTITY`` -> ``entity``), else ``None``."""
+    try:
+        pattern = _lark_parser().get_terminal(name).pattern
+    except KeyError:
+        return None
+    value = str(pattern.value)
+    return value if pattern.type == "str" and _IDENT_RE.match(value) else None
 
 
 @functools.cache
@@ -1397,8 +1482,14 @@ def parse_schema_json(data: str | bytes | dict[str, Any], filename: str | None =
             data = json_loads_checked(data)
         except json.JSONDecodeError as e:
             raise src.error(_Loc(e.lineno, e.colno), f"invalid JSON: {e.msg}") from None
-        except UnicodeDecodeError as e:
+        except ValueError as e:  # not UTF-8, or past a limit
             raise src.error(_Loc(path="$"), f"invalid JSON text: {e}") from None
+    elif depth_of(data) > MAX_JSON_DEPTH:
+        raise src.error(
+            _Loc(path="$"),
+            f"the schema nests deeper than the limit of {MAX_JSON_DEPTH} levels "
+            "(MAX_JSON_DEPTH, docs/security.md)",
+        )
     return _Resolver(src, _JsonReader(src).read(data)).run()
 
 
