@@ -13,7 +13,7 @@ from polang.config import Config
 from polang.errors import PolicyStoreError
 from polang.language.parser import parse_policies
 from polang.store import PolicyStoreLoadError, PolicyStoreSource
-from polang.store.tools import convert_legacy, validate_store
+from polang.store.tools import convert_legacy, pack_store, validate_store
 
 from .storekit import EXAMPLES, ISSUER, POLICY, legacy_doc, legacy_record
 
@@ -215,3 +215,12 @@ def test_validate_strict_levels(make_store: MakeStore) -> None:
 
 def test_policy_fixture_is_a_policy() -> None:
     assert parse_policies(POLICY)[0].policy_id == "owner-view"
+
+
+def test_tools_report_unwritable_outputs_as_store_errors(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(PolicyStoreError, match="cannot write the archive"):
+        pack_store(EXAMPLES / "directory", blocker / "out.parc")
+    with pytest.raises(PolicyStoreError, match="cannot write the store"):
+        convert_legacy(EXAMPLES / "legacy.json", blocker / "out")

@@ -138,7 +138,10 @@ def pack_store(
     files[MANIFEST] = (json.dumps(manifest, indent=2) + "\n").encode()
     if "policies" in dirs and not any(n.startswith("policies/") for n in files):
         files["policies/"] = b""  # keep the (empty) required folder
-    write_archive(files, out)
+    try:
+        write_archive(files, out)
+    except OSError as e:
+        raise PolicyStoreError(f"{out}: cannot write the archive: {e.strerror or e}") from None
     summary = store.summary()
     summary["archive"] = str(out)
     summary["files"] = len(manifest["files"])
@@ -222,12 +225,15 @@ def convert_legacy(
             json.dumps(raw.issuer_records, indent=2, ensure_ascii=False) + "\n"
         )
 
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "policies").mkdir(exist_ok=True)
-    for rel, text in files.items():
-        target = out / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "policies").mkdir(exist_ok=True)
+        for rel, text in files.items():
+            target = out / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise PolicyStoreError(f"{out}: cannot write the store: {e.strerror or e}") from None
     converted = PolicyStoreSource.directory(out).load(config)
     summary = converted.summary()
     summary["directory"] = str(out)
