@@ -10,7 +10,7 @@ writers, one batch at a time.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from polang.language.entities import Entity
 from polang.language.schema import Schema
 from polang.language.values import EntityUID, RecordValue
 
-from .engine import DEFAULT_BATCH_PAIRS, Format, SqlEngine
+from .engine import DEFAULT_BATCH_PAIRS, Format, Job, SqlEngine
 from .lower import ANC, Layout
 from .plan import UDF_NAME, Population, is_action_type, read_program
 from .tables import SqlError, TableSpec, _Mismatch, convert, entity_uids, program_uids, table_spec
@@ -61,55 +61,135 @@ def connect(
 
 
 class DuckRunner:
+    """Runs the integer queries; uids and policy ids are decoded with Arrow ``take`` (in
+    order, no join, no strings in DuckDB's sort)."""
+
     dialect = "duckdb"
 
     def __init__(self, con: Any) -> None:
         self.con = con
+        self.uids: list[EntityUID] = []
+        self.policy_ids: list[str] = []
+        self._arrays: tuple[Any, Any, Any] | None = None
 
-    def rows(self, sql: str) -> list[tuple[Any, ...]]:
-        return list(self.con.execute(sql).fetchall())
-
-    def write(self, sqls: Sequence[str], path: Path, fmt: Format) -> int:
+    def _uid_arrays(self) -> tuple[Any, Any, Any]:
         import pyarrow as pa
+
+        if self._arrays is None:
+            self._arrays = (
+                pa.array([u.type for u in self.uids], pa.string()),
+                pa.array([u.id for u in self.uids], pa.string()),
+                pa.array(self.policy_ids, pa.string()),
+            )
+        return self._arrays
+
+    def _batches(self, job: Job) -> Iterator[Any]:
+        reader = self.con.sql(job.sql).to_arrow_reader(1_000_000)
+        for batch in reader:
+            if batch.num_rows:
+                yield batch
+
+    def rows(self, job: Job, reasons: bool) -> list[tuple[Any, ...]]:
+        uids = self.uids
+        a = job.action
+        out: list[tuple[Any, ...]] = []
+        for batch in self._batches(job):
+            cols = batch.to_pydict()
+            if reasons:
+                out.extend(
+                    (uids[p], a, uids[r], d, rs, res)
+                    for r, p, d, rs, res in zip(
+                        cols["r"],
+                        cols["p"],
+                        cols["decision"],
+                        cols["reasons"],
+                        cols["residuals"],
+                        strict=True,
+                    )
+                )
+            else:
+                out.extend(
+                    (uids[p], a, uids[r], d)
+                    for r, p, d in zip(cols["r"], cols["p"], cols["decision"], strict=True)
+                )
+        return out
+
+    def _decode(self, batch: Any, action: EntityUID, reasons: bool, fmt: Format) -> Any:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        types, ids, pols = self._uid_arrays()
+        n = batch.num_rows
+        p, r = batch.column("p"), batch.column("r")
+        cols = {
+            "principal_type": types.take(p),
+            "principal_id": ids.take(p),
+            "action_type": pa.array([action.type] * n, pa.string()),
+            "action_id": pa.array([action.id] * n, pa.string()),
+            "resource_type": types.take(r),
+            "resource_id": ids.take(r),
+            "decision": batch.column("decision"),
+        }
+        if reasons:
+            for name in ("reasons", "residuals"):
+                lst = batch.column(name)
+                flat = pols.take(pc.list_flatten(lst))
+                named = pa.ListArray.from_arrays(lst.offsets, flat)
+                cols[name] = pc.binary_join(named, " ") if fmt == "csv" else named
+        return pa.record_batch(cols)
+
+    def write(self, jobs: Sequence[Job], path: Path, fmt: Format, reasons: bool) -> int:
         import pyarrow.csv as pacsv
         import pyarrow.parquet as pq
 
         writer: Any = None
-        total = 0
         text = None
+        total = 0
         try:
-            for sql in sqls:
-                reader = self.con.execute(sql).fetch_record_batch(1_000_000)
-                for batch in reader:
-                    if batch.num_rows == 0:
-                        continue
-                    if writer is None and text is None:
-                        if fmt == "parquet":
-                            writer = pq.ParquetWriter(str(path), batch.schema)
-                        elif fmt == "csv":
-                            writer = pacsv.CSVWriter(str(path), batch.schema)
-                        else:
+            for job in jobs:
+                for raw in self._batches(job):
+                    batch = self._decode(raw, job.action, reasons, fmt)
+                    if fmt == "jsonl":
+                        if text is None:
                             text = path.open("w", encoding="utf-8")
-                    if text is not None:
                         for row in batch.to_pylist():
                             text.write(json.dumps(row, separators=(",", ":")) + "\n")
                     else:
+                        if writer is None:
+                            writer = (
+                                pq.ParquetWriter(str(path), batch.schema)
+                                if fmt == "parquet"
+                                else pacsv.CSVWriter(str(path), batch.schema)
+                            )
                         writer.write_batch(batch)
                     total += batch.num_rows
-            if writer is None and text is None:  # an empty answer still makes a file
-                empty = self.con.execute(sqls[0]).fetch_arrow_table().schema if sqls else None
-                if fmt == "parquet" and empty is not None:
-                    pq.write_table(pa.table({n: [] for n in empty.names}, schema=empty), str(path))
-                elif fmt == "csv" and empty is not None:
-                    pacsv.write_csv(pa.table({n: [] for n in empty.names}, schema=empty), str(path))
-                else:
-                    path.write_text("", encoding="utf-8")
+            if total == 0:  # an empty answer still makes a file, with the columns
+                self._write_empty(path, fmt, reasons)
         finally:
             if writer is not None:
                 writer.close()
             if text is not None:
                 text.close()
         return total
+
+    def _write_empty(self, path: Path, fmt: Format, reasons: bool) -> None:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+        import pyarrow.parquet as pq
+
+        names = ["principal_type", "principal_id", "action_type", "action_id"]
+        names += ["resource_type", "resource_id", "decision"]
+        fields = [(n, pa.string()) for n in names]
+        if reasons:
+            lt = pa.string() if fmt == "csv" else pa.list_(pa.string())
+            fields += [("reasons", lt), ("residuals", lt)]
+        table = pa.schema(fields).empty_table()
+        if fmt == "parquet":
+            pq.write_table(table, str(path))
+        elif fmt == "csv":
+            pacsv.write_csv(table, str(path))
+        else:
+            path.write_text("", encoding="utf-8")
 
 
 # ======================================================================== loading
@@ -273,8 +353,10 @@ class DuckDBEngine(SqlEngine):
             schema,
         )
         self._ctx: RecordValue = RecordValue()
+        runner = DuckRunner(self.con)
+        runner.uids = loaded.uids
         super().__init__(
-            DuckRunner(self.con),
+            runner,
             program,
             pop,
             udf=udf,
@@ -285,6 +367,7 @@ class DuckDBEngine(SqlEngine):
             batch_pairs=batch_pairs,
             count_of=self._count,
         )
+        runner.policy_ids = self.policy_ids
         if udf:
             self._register_udf(program)
 

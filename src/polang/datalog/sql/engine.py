@@ -101,14 +101,28 @@ class SqlResult:
         }
 
 
+@dataclass(slots=True)
+class Job:
+    """One query of an answer: an action's rows (``r``, ``p``, ``decision`` and with
+    ``reasons`` the policy index lists) ordered by (r, p), as integer ``sql`` and as
+    ``text_sql`` with the uids decoded in SQL."""
+
+    action: EntityUID
+    sql: str
+    text_sql: str
+
+
 class Runner(Protocol):
     """What a backend offers the driver."""
 
     dialect: str
 
-    def rows(self, sql: str) -> list[tuple[Any, ...]]: ...
+    def rows(self, job: Job, reasons: bool) -> list[tuple[Any, ...]]:
+        """Decoded rows: principal, action, resource (EntityUIDs), decision and, with
+        ``reasons``, the reason and residual policy index lists."""
+        ...
 
-    def write(self, sqls: Sequence[str], path: Path, fmt: Format) -> int: ...
+    def write(self, jobs: Sequence[Job], path: Path, fmt: Format, reasons: bool) -> int: ...
 
 
 def _fallbacks_unique(fbs: list[Fallback]) -> list[Fallback]:
@@ -185,11 +199,29 @@ class SqlEngine:
         reasons: bool = False,
         decoded: bool = True,
     ) -> str | None:
+        """An action's rows as SQL: with uids as strings (``decoded``), else as ``eid``s."""
         dq = decision_query(aq, self.planner.fn, where=where, reasons=reasons)
         if dq is None:
             return None
-        q = self._decoded(dq, aq.action, reasons) if decoded else dq
+        if decoded:
+            q = self._decoded(dq, aq.action, reasons)
+        else:
+            q = exp.select(exp.Star()).from_(alias(exp.Subquery(this=dq), "d"), copy=False)
+            q = q.order_by(col("r", "d"), col("p", "d"), copy=False)
         return q.sql(dialect=self.runner.dialect)
+
+    def _job(self, aq: ActionQuery, where: exp.Expression | None, reasons: bool) -> Job | None:
+        dq = decision_query(aq, self.planner.fn, where=where, reasons=reasons)
+        if dq is None:
+            return None
+        ints = exp.select(exp.Star()).from_(alias(exp.Subquery(this=dq), "d"), copy=False)
+        ints = ints.order_by(col("r", "d"), col("p", "d"), copy=False)
+        d = self.runner.dialect
+        return Job(
+            aq.action,
+            ints.sql(dialect=d),
+            self._decoded(dq.copy(), aq.action, reasons).sql(dialect=d),
+        )
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -207,19 +239,20 @@ class SqlEngine:
         return ctx
 
     def _entries(self, rows: list[tuple[Any, ...]], reasons: bool) -> list[SqlEntry]:
-        out = []
+        if not reasons:
+            return [SqlEntry(p, a, r, d) for p, a, r, d in rows]
         ids = self.policy_ids
-        for row in rows:
-            pt, pi, at, ai, rt, ri, d = row[:7]
-            rs: tuple[str, ...] = ()
-            res: tuple[str, ...] = ()
-            if reasons:
-                rs = tuple(sorted({ids[i] for i in (row[7] or ())}))
-                res = tuple(sorted({ids[i] for i in (row[8] or ())}))
-            out.append(
-                SqlEntry(EntityUID(pt, pi), EntityUID(at, ai), EntityUID(rt, ri), d, rs, res)
+        return [
+            SqlEntry(
+                p,
+                a,
+                r,
+                d,
+                tuple(sorted({ids[i] for i in rs or ()})),
+                tuple(sorted({ids[i] for i in res or ()})),
             )
-        return out
+            for p, a, r, d, rs, res in rows
+        ]
 
     def _run(
         self,
@@ -231,24 +264,24 @@ class SqlEngine:
     ) -> SqlResult:
         t0 = time.perf_counter()
         res = SqlResult(kind)
-        sqls: list[str] = []
+        if output is not None and fmt not in FORMATS:
+            raise SqlError(f"unknown output format {fmt!r}; known: {', '.join(FORMATS)}")
+        todo: list[Job] = []
         for aq, wheres in jobs:
             res.fallbacks.extend(aq.fallbacks)
             for w in wheres:
-                s = self.action_sql(aq, where=w, reasons=reasons)
-                if s is not None:
-                    sqls.append(s)
+                job = self._job(aq, w, reasons)
+                if job is not None:
+                    todo.append(job)
         res.fallbacks = _fallbacks_unique(res.fallbacks)
-        res.stats.queries = len(sqls)
-        res.stats.batches = len(sqls)
+        res.stats.queries = len(todo)
+        res.stats.batches = len(todo)
         if output is not None:
-            if fmt not in FORMATS:
-                raise SqlError(f"unknown output format {fmt!r}; known: {', '.join(FORMATS)}")
-            res.stats.rows = self.runner.write(sqls, Path(output), fmt)
+            res.stats.rows = self.runner.write(todo, Path(output), fmt, reasons)
             res.output = str(output)
         else:
-            for s in sqls:
-                res.entries.extend(self._entries(self.runner.rows(s), reasons))
+            for job in todo:
+                res.entries.extend(self._entries(self.runner.rows(job, reasons), reasons))
             res.stats.rows = len(res.entries)
         res.stats.elapsed_s = time.perf_counter() - t0
         return res
@@ -343,7 +376,7 @@ class SqlEngine:
         for a in self.population.actions:
             aq = self.planner.action_query(a, ctx)
             s = self.action_sql(aq)
-            parts.append(f"-- action {a}")
+            parts.append(f"-- action {a}: rows (r, p, decision) by resource and principal eid")
             for f in aq.fallbacks:
                 parts.append(
                     f"-- {f.policy_id} ({f.principal_type}, {f.resource_type}): {f.how}: {f.reason}"
