@@ -2,10 +2,17 @@
 
 The public API: build an :class:`Engine` from a :class:`Config` (or a mapping of
 ``ENGINE_*`` properties) and call ``authorize_unsigned`` or ``authorize_multi_issuer``.
+
+``import polang`` loads only the error classes: every other public name is imported on
+first use (module ``__getattr__``), so a process pays for what it calls (start-up time;
+``tests/test_imports.py`` keeps it so).
 """
 
-from polang.config import Config
-from polang.engine import AuthorizeResult, Diagnostics, Engine, Response, init_from_archive_bytes
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from polang.errors import (
     ConfigError,
     EntityError,
@@ -17,13 +24,56 @@ from polang.errors import (
     TokenError,
     ValidationError,
 )
-from polang.store.source import PolicyStoreSource, load_policy_store_archive_bytes
-from polang.tokens.model import DroppedToken, TokenInput
+
+if TYPE_CHECKING:
+    from polang.config import Config
+    from polang.engine import (
+        AuthorizeResult,
+        BatchItemError,
+        BatchResult,
+        Diagnostics,
+        Engine,
+        Response,
+        init_from_archive_bytes,
+    )
+    from polang.store.source import PolicyStoreSource, load_policy_store_archive_bytes
+    from polang.tokens.model import DroppedToken, TokenInput
 
 __version__ = "0.1.0"
 
+_LAZY: dict[str, str] = {
+    "Config": "polang.config",
+    "AuthorizeResult": "polang.engine",
+    "BatchItemError": "polang.engine",
+    "BatchResult": "polang.engine",
+    "Diagnostics": "polang.engine",
+    "Engine": "polang.engine",
+    "Response": "polang.engine",
+    "init_from_archive_bytes": "polang.engine",
+    "PolicyStoreSource": "polang.store.source",
+    "load_policy_store_archive_bytes": "polang.store.source",
+    "DroppedToken": "polang.tokens.model",
+    "TokenInput": "polang.tokens.model",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'polang' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
 __all__ = [
     "AuthorizeResult",
+    "BatchItemError",
+    "BatchResult",
     "Config",
     "ConfigError",
     "Diagnostics",

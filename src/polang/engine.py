@@ -34,7 +34,7 @@ from polang.language.parser import parse_entity_uid
 from polang.language.schema import Schema
 from polang.language.validate import validate_request
 from polang.language.values import EntityUID, RecordValue
-from polang.logs import Logger, LogSettings, uuid7
+from polang.logs import Logger, LogSettings, uuid7, uuid7_many
 from polang.refs import EntityInput, entity_or_reference
 from polang.store.model import PolicyStore
 from polang.store.source import PolicyStoreSource, load_policy_store_archive_bytes
@@ -88,6 +88,42 @@ class AuthorizeResult:
         if self.dropped_tokens is not None:
             out["dropped_tokens"] = [d.to_dict() for d in self.dropped_tokens]
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItemError:
+    """A batch item that could not be decided (its request was malformed or did not fit
+    the schema): the ``error`` the single call would have raised, in the item's slot.
+
+    ``decision`` is ``False``, so code that reads only ``result.decision`` denies.
+    """
+
+    index: int
+    error: PolangError
+    decision: bool = False
+
+    @property
+    def kind(self) -> str:
+        """The error's class name (``RequestError``, ``ValidationError``, ...)."""
+        return type(self.error).__name__
+
+    @property
+    def message(self) -> str:
+        """``requests[<index>]: <the error's message>``."""
+        return f"requests[{self.index}]: {self.error}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "decision": False,
+            "error": {"index": self.index, "kind": self.kind, "message": str(self.error)},
+        }
+
+
+BatchResult = AuthorizeResult | BatchItemError
+"""One slot of a batch's answer."""
+
+_UNSIGNED_KEYS = frozenset({"action", "resource", "context", "principal"})
+_MULTI_KEYS = frozenset({"action", "resource", "context", "tokens"})
 
 
 # ---------------------------------------------------------------- the snapshot
@@ -428,11 +464,22 @@ class Engine:
         context: Mapping[str, Any] | RecordValue | None,
     ) -> tuple[Request, EntityFacts, ProcessedTokens]:
         schema = snap.store.schema
-        if type(tokens) is not list and (
-            isinstance(tokens, str | bytes) or not isinstance(tokens, Sequence)
-        ):
-            raise TokenError("tokens: expected a list of TokenInput(mapping, payload)")
+        _check_token_list(tokens)
         act = self._action(action)
+        self._check_multi_issuer_schema(snap, act)
+        _check_no_tokens_key(context)
+        ruid, res = self._part(snap, resource, "resource")
+        processed = snap.tokens.process(tokens)
+        processed.require_any()
+        ctx = self._token_context(snap, context, act)
+        self._check_request(None, act, ruid, ctx, schema)
+        fields = dict(ctx.fields)
+        fields["tokens"] = processed.context_tokens
+        request = Request(None, act, ruid, RecordValue(fields))
+        return request, snap.facts.with_entities([*processed.entities, *res]), processed
+
+    @staticmethod
+    def _check_multi_issuer_schema(snap: _Snapshot, act: EntityUID) -> None:
         problems = snap.multi_issuer_problems
         for_action = snap.action_token_problems.get(act)
         if problems or for_action:
@@ -440,26 +487,16 @@ class Engine:
             raise ValidationError(
                 "the schema lacks the multi-issuer token structure: " + "; ".join(found), found
             )
-        if (
-            type(context) is dict or isinstance(context, Mapping | RecordValue)
-        ) and "tokens" in context:
-            raise RequestError(
-                "context: the key 'tokens' is reserved for validated tokens (context.tokens)"
-            )
-        ruid, res = self._part(snap, resource, "resource")
-        processed = snap.tokens.process(tokens)
-        processed.require_any()
+
+    def _token_context(
+        self, snap: _Snapshot, context: Mapping[str, Any] | RecordValue | None, act: EntityUID
+    ) -> RecordValue:
+        """The caller's part of a multi-issuer context (``tokens`` is the engine's)."""
         if act in snap.tokens_required:
             # `tokens: {...}` declared required: parse the caller's part with a stand-in
             # (the engine fills the field), so a required field is not reported missing
-            ctx = self._context(_with_tokens_stand_in(context), act, schema)
-        else:
-            ctx = self._context(context, act, schema)
-        self._check_request(None, act, ruid, ctx, schema)
-        fields = dict(ctx.fields)
-        fields["tokens"] = processed.context_tokens
-        request = Request(None, act, ruid, RecordValue(fields))
-        return request, snap.facts.with_entities([*processed.entities, *res]), processed
+            return self._context(_with_tokens_stand_in(context), act, snap.store.schema)
+        return self._context(context, act, snap.store.schema)
 
     def authorize_unsigned(
         self,
@@ -674,17 +711,155 @@ class Engine:
             progress=progress,
         )
 
+    # -- batches ----------------------------------------------------------------------------
+
     def authorize_unsigned_batch(
-        self, requests: Iterable[Mapping[str, Any]]
-    ) -> list[AuthorizeResult]:
-        """Each request a mapping of ``authorize_unsigned``'s keyword arguments."""
-        return [self.authorize_unsigned(**dict(r)) for r in requests]
+        self,
+        requests: Iterable[Mapping[str, Any]],
+        *,
+        principal: EntityInput | None = None,
+    ) -> list[BatchResult]:
+        """Many ``authorize_unsigned`` requests at once: a list view's one principal and
+        many resources.
+
+        Each request is a mapping of ``authorize_unsigned``'s arguments (``action``,
+        ``resource``, ``context``, ``principal``); a ``principal`` given here is every
+        request's (the requests then name none). What requests share is done once: the
+        principal's parsing and its place in the hierarchy, each action's candidate
+        policies, a context object several requests are given, the schema checks of a
+        (principal type, action, resource type). Answers come in request order; a request
+        that fails gets a :class:`BatchItemError` (the error its single call raises) in its
+        slot while the others are decided. A bad shared ``principal`` raises. Every request
+        is decided on the same store snapshot.
+        """
+        started = time.perf_counter()
+        snap = self._snap
+        items = _batch_list(requests)
+        parts = _BatchParts(self, snap)
+        shared: tuple[EntityUID, list[Entity], EntityFacts] | None = None
+        if principal is not None:
+            puid, pents = self._part(snap, principal, "principal")
+            shared = (puid, pents, snap.facts.with_entities(pents))
+        out: list[BatchResult] = []
+        todo: list[tuple[int, Request, EntityFacts]] = []
+        puid_i: EntityUID | None
+        keys_ok = _UNSIGNED_KEYS.issuperset
+        action_of = parts.action
+        part = self._part
+        for i, item in enumerate(items):
+            try:
+                obj = item if type(item) is dict and keys_ok(item) else _batch_item(item)
+                act = action_of(obj["action"] if "action" in obj else _required(obj, "action"))
+                ruid, rents = part(
+                    snap,
+                    obj["resource"] if "resource" in obj else _required(obj, "resource"),
+                    "resource",
+                )
+                if shared is not None:
+                    if obj.get("principal") is not None:
+                        raise RequestError(
+                            "principal: given for the whole batch; a request may not name another"
+                        )
+                    puid_i, pents_i, base = shared
+                else:
+                    puid_i, pents_i, base = parts.principal(obj.get("principal"))
+                ctx = parts.context(obj.get("context"), act)
+                parts.check(puid_i, act, ruid, ctx)
+                if pents_i and rents and rents[0].uid == puid_i:
+                    # the single call lays the principal over the resource: the same here
+                    facts = snap.facts.with_entities([*rents, *pents_i])
+                else:
+                    facts = base.with_entities(rents)
+            except PolangError as e:
+                out.append(BatchItemError(i, e))
+                continue
+            out.append(_PENDING)
+            todo.append((i, Request(puid_i, act, ruid, ctx), facts))
+        return self._finish_batch(snap, started, out, todo, None)
 
     def authorize_multi_issuer_batch(
-        self, requests: Iterable[Mapping[str, Any]]
-    ) -> list[AuthorizeResult]:
-        """Each request a mapping of ``authorize_multi_issuer``'s keyword arguments."""
-        return [self.authorize_multi_issuer(**dict(r)) for r in requests]
+        self,
+        requests: Iterable[Mapping[str, Any]],
+        *,
+        tokens: Sequence[TokenInput | Mapping[str, Any]] | None = None,
+    ) -> list[BatchResult]:
+        """Many ``authorize_multi_issuer`` requests at once, typically over one token set.
+
+        Each request is a mapping of ``authorize_multi_issuer``'s arguments (``tokens``,
+        ``action``, ``resource``, ``context``); ``tokens`` given here are every request's,
+        validated and turned into entities once (a set that leaves no valid token raises
+        its ``TokenError`` for the whole batch). Requests that carry their own tokens share
+        that work when they carry the same list object. Answers and per-request errors as
+        in :meth:`authorize_unsigned_batch`.
+        """
+        started = time.perf_counter()
+        snap = self._snap
+        items = _batch_list(requests)
+        parts = _BatchParts(self, snap)
+        shared: tuple[ProcessedTokens, EntityFacts] | None = None
+        if tokens is not None:
+            shared = parts.tokens(tokens)
+        out: list[BatchResult] = []
+        todo: list[tuple[int, Request, EntityFacts]] = []
+        dropped: dict[int, ProcessedTokens] = {}
+        for i, item in enumerate(items):
+            try:
+                obj = _batch_item(item, _MULTI_KEYS)
+                if shared is not None and obj.get("tokens") is not None:
+                    raise TokenError(
+                        "tokens: given for the whole batch; a request may not carry others"
+                    )
+                if shared is None:
+                    _check_token_list(_required(obj, "tokens"))
+                act = parts.action(_required(obj, "action"))
+                self._check_multi_issuer_schema(snap, act)
+                context = obj.get("context")
+                _check_no_tokens_key(context)
+                ruid, res = self._part(snap, _required(obj, "resource"), "resource")
+                processed, base = shared if shared is not None else parts.tokens(obj["tokens"])
+                ctx = parts.token_context(context, act)
+                parts.check(None, act, ruid, ctx)
+                fields = dict(ctx.fields)
+                fields["tokens"] = processed.context_tokens
+                request = Request(None, act, ruid, RecordValue(fields))
+                facts = base.with_entities(res)
+            except PolangError as e:
+                out.append(BatchItemError(i, e))
+                continue
+            out.append(_PENDING)
+            todo.append((i, request, facts))
+            dropped[i] = processed
+        return self._finish_batch(snap, started, out, todo, dropped)
+
+    def _finish_batch(
+        self,
+        snap: _Snapshot,
+        started: float,
+        out: list[BatchResult],
+        todo: list[tuple[int, Request, EntityFacts]],
+        tokens: dict[int, ProcessedTokens] | None,
+    ) -> list[BatchResult]:
+        """Decide the prepared requests together and put each answer in its slot."""
+        decisions = snap.authorizer.decide_batch([t[1] for t in todo], [t[2] for t in todo])
+        elapsed: int | None = None
+        if self.logger.enabled and out:  # each request's share of the batch's time
+            elapsed = int((time.perf_counter() - started) * 1e6 / len(out))
+        ids = uuid7_many(len(todo))
+        for (i, request, _), d, request_id in zip(todo, decisions, ids, strict=True):
+            processed = None if tokens is None else tokens[i]
+            out[i] = self._result(
+                snap,
+                started,
+                d,
+                request.action,
+                request.resource,
+                request.principal,
+                dropped=None if processed is None else list(processed.dropped),
+                log_ids=None if processed is None else processed.log_ids,
+                elapsed_us=elapsed,
+                request_id=request_id,
+            )
+        return out
 
     def _result(
         self,
@@ -697,8 +872,11 @@ class Engine:
         *,
         dropped: list[DroppedToken] | None = None,
         log_ids: list[TokenLogId] | None = None,
+        elapsed_us: int | None = None,
+        request_id: str | None = None,
     ) -> AuthorizeResult:
-        request_id = uuid7()
+        if request_id is None:
+            request_id = uuid7()
         errors = [e.to_dict() for e in d.errors]
         result = AuthorizeResult(
             d.allow,
@@ -707,7 +885,9 @@ class Engine:
             dropped,
         )
         if self.logger.enabled:
-            elapsed = int((time.perf_counter() - started) * 1e6)
+            elapsed = (
+                int((time.perf_counter() - started) * 1e6) if elapsed_us is None else elapsed_us
+            )
             metrics = self.logger.metrics
             metrics.increment("authorize_calls")
             metrics.increment("allow" if d.allow else "deny")
@@ -771,6 +951,171 @@ class Engine:
         return self.logger.get_logs_by_request_id(request_id)
 
 
+def _check_token_list(tokens: object) -> None:
+    if type(tokens) is not list and (
+        isinstance(tokens, str | bytes) or not isinstance(tokens, Sequence)
+    ):
+        raise TokenError("tokens: expected a list of TokenInput(mapping, payload)")
+
+
+def _check_no_tokens_key(context: object) -> None:
+    if (
+        type(context) is dict or isinstance(context, Mapping | RecordValue)
+    ) and "tokens" in context:
+        raise RequestError(
+            "context: the key 'tokens' is reserved for validated tokens (context.tokens)"
+        )
+
+
+# ---------------------------------------------------------------- batches
+
+
+class _Pending:
+    """The slot of a batch request prepared but not yet decided."""
+
+
+_PENDING: Any = _Pending()
+
+
+def _batch_list(requests: Iterable[Mapping[str, Any]]) -> list[Any]:
+    if isinstance(requests, str | bytes | Mapping) or not isinstance(requests, Iterable):
+        raise RequestError(
+            "requests: expected a list of requests (mappings of the single call's "
+            f"arguments), got {type(requests).__name__}"
+        )
+    return requests if type(requests) is list else list(requests)
+
+
+def _batch_item(item: object, allowed: frozenset[str] = _UNSIGNED_KEYS) -> Mapping[str, Any]:
+    if type(item) is not dict and not isinstance(item, Mapping):
+        raise RequestError(
+            f"expected a mapping of the request's arguments, got {type(item).__name__}"
+        )
+    for k in item:
+        if k not in allowed:
+            shown = repr(k) if isinstance(k, str) and len(k) <= 40 else type(k).__name__
+            raise RequestError(
+                f"unknown argument {shown}; a request takes {', '.join(sorted(allowed))}"
+            )
+    return item
+
+
+def _required(obj: Mapping[str, Any], key: str) -> Any:
+    if key not in obj:
+        raise RequestError(f"{key}: missing (a request needs an action and a resource)")
+    return obj[key]
+
+
+class _BatchParts:
+    """What the requests of one batch share, each worked out once: principals and token
+    sets (by object), contexts (by object and action), clean schema checks (by the
+    request's types and context)."""
+
+    __slots__ = (
+        "_actions",
+        "_checked",
+        "_contexts",
+        "_engine",
+        "_plain",
+        "_principals",
+        "_snap",
+        "_tokens",
+    )
+
+    def __init__(self, engine: Engine, snap: _Snapshot) -> None:
+        self._engine = engine
+        self._snap = snap
+        self._principals: dict[int, tuple[Any, EntityUID, list[Entity], EntityFacts]] = {}
+        self._tokens: dict[int, tuple[Any, ProcessedTokens | PolangError, EntityFacts]] = {}
+        self._contexts: dict[tuple[int, EntityUID, bool], tuple[Any, RecordValue]] = {}
+        self._checked: dict[tuple[Any, ...], RecordValue] = {}
+        self._plain: dict[str, bool] = {}
+        self._actions: dict[str, EntityUID] = {}
+
+    def action(self, value: Any) -> EntityUID:
+        if type(value) is str:
+            act = self._actions.get(value)
+            if act is None:
+                act = self._actions[value] = self._engine._action(value)
+            return act
+        return self._engine._action(value)
+
+    def principal(self, value: Any) -> tuple[EntityUID | None, list[Entity], EntityFacts]:
+        snap = self._snap
+        if value is None:
+            return None, [], snap.facts
+        hit = self._principals.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1], hit[2], hit[3]
+        puid, pents = self._engine._part(snap, value, "principal")
+        facts = snap.facts.with_entities(pents)
+        self._principals[id(value)] = (value, puid, pents, facts)
+        return puid, pents, facts
+
+    def tokens(self, value: Any) -> tuple[ProcessedTokens, EntityFacts]:
+        """A token list validated once per list object (its error too)."""
+        hit = self._tokens.get(id(value))
+        if hit is None or hit[0] is not value:
+            snap = self._snap
+            try:
+                _check_token_list(value)
+                processed = snap.tokens.process(value)
+                processed.require_any()
+                hit = (value, processed, snap.facts.with_entities(processed.entities))
+            except PolangError as e:
+                hit = (value, e, snap.facts)
+            self._tokens[id(value)] = hit
+        if isinstance(hit[1], PolangError):
+            raise hit[1]
+        return hit[1], hit[2]
+
+    def _cached_context(self, value: Any, act: EntityUID, tokens: bool) -> RecordValue:
+        key = (id(value), act, tokens)
+        hit = self._contexts.get(key)
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        engine, snap = self._engine, self._snap
+        if tokens:
+            ctx = engine._token_context(snap, value, act)
+        else:
+            ctx = engine._context(value, act, snap.store.schema)
+        self._contexts[key] = (value, ctx)
+        return ctx
+
+    def context(self, value: Any, act: EntityUID) -> RecordValue:
+        return self._cached_context(value, act, False)
+
+    def token_context(self, value: Any, act: EntityUID) -> RecordValue:
+        return self._cached_context(value, act, True)
+
+    def _plain_type(self, name: str | None) -> bool:
+        """A type whose uids the schema check treats alike (not enumerated, no action)."""
+        if name is None:
+            return True
+        plain = self._plain.get(name)
+        if plain is None:
+            schema = self._snap.store.schema
+            et = schema.entity_types.get(name)
+            plain = et is not None and et.enum is None and not schema.is_action_type(name)
+            self._plain[name] = plain
+        return plain
+
+    def check(
+        self, puid: EntityUID | None, act: EntityUID, ruid: EntityUID, ctx: RecordValue
+    ) -> None:
+        """The single call's schema check; a clean answer is reused for the same types."""
+        engine = self._engine
+        if not engine.config.strict_schema_validation:
+            return
+        ptype = None if puid is None else puid.type
+        key = (ptype, act, ruid.type, id(ctx))
+        if self._checked.get(key) is ctx:
+            return
+        engine._check_request(puid, act, ruid, ctx, self._snap.store.schema)
+        if self._plain_type(ptype) and self._plain_type(ruid.type):
+            self._checked[key] = ctx  # holds ctx: its id stays its own for the batch
+
+
 def _with_tokens_stand_in(
     context: Mapping[str, Any] | RecordValue | None,
 ) -> Mapping[str, Any] | RecordValue:
@@ -802,6 +1147,8 @@ def init_from_archive_bytes(config: Config | Mapping[str, Any] | None, data: byt
 
 __all__ = [
     "AuthorizeResult",
+    "BatchItemError",
+    "BatchResult",
     "Diagnostics",
     "Engine",
     "Response",

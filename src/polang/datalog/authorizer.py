@@ -6,15 +6,22 @@ This is the language-level entry point (schema, policies and entities in, decisi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from polang.datalog.compiled import CompiledBackend, RawDecision
+from polang.datalog.compiled import (
+    CompiledBackend,
+    RawDecision,
+    _bool_error,
+    _Plan,
+    _unknown_error,
+)
 from polang.datalog.facts import EntityFacts, Request
 from polang.datalog.ir import Program
 from polang.datalog.lower import lower_policies
-from polang.errors import ConfigError
+from polang.datalog.pycode import OUT_OF_SCOPE
+from polang.errors import ConfigError, EvaluationError
 from polang.language.ast import Policy
 from polang.language.entities import Entity, EntityStore
 from polang.language.values import EntityUID, RecordValue
@@ -110,11 +117,94 @@ class Authorizer:
         facts = entities if isinstance(entities, EntityFacts) else EntityFacts(entities)
         return self.decide(Request(principal, action, resource, context), facts)
 
+    def decide_batch(
+        self, requests: Sequence[Request], facts: Sequence[EntityFacts]
+    ) -> list[Decision]:
+        """Prepared requests, each over its facts (the engine's batches): the same
+        decisions as :meth:`decide` one by one, with what requests share worked out once."""
+        backend = self.backend
+        many = getattr(backend, "decide_many", None)
+        if many is not None:
+            return [_from_raw(raw) for raw in many(requests, facts)]
+        if isinstance(backend, CompiledBackend) and _DRIVES_COMPILED:
+            return _compiled_decide_many(backend, requests, facts)
+        decide = self.decide
+        return [decide(r, f) for r, f in zip(requests, facts, strict=True)]
+
     def decide(self, request: Request, facts: EntityFacts) -> Decision:
         """A prepared request over prepared facts (the engine's per-request path)."""
-        raw = self.backend.decide(request, facts)
-        return Decision(
-            raw.allow,
-            list(raw.reasons),
-            [PolicyErrorInfo(pid, e.message, e.kind) for pid, e in raw.errors],
+        return _from_raw(self.backend.decide(request, facts))
+
+
+def _from_raw(raw: RawDecision) -> Decision:
+    return Decision(
+        raw.allow,
+        list(raw.reasons),
+        [PolicyErrorInfo(pid, e.message, e.kind) for pid, e in raw.errors],
+    )
+
+
+_DRIVES_COMPILED = all(
+    hasattr(CompiledBackend, name) for name in ("_plan", "_decision")
+) and hasattr(_Plan, "select")
+"""Whether the compiled backend still has the parts the batch loop below drives (else
+batches are decided one request at a time: the same answers, slower)."""
+
+
+def _compiled_decide_many(
+    backend: CompiledBackend, requests: Sequence[Request], facts: Sequence[EntityFacts]
+) -> list[Decision]:
+    """``CompiledBackend.decide`` over many requests, the policy-combining step run once
+    per distinct (plan, scope, true, false) outcome: a list view's requests mostly land on
+    a few. Each request still runs its own candidates (the conditions read its resource),
+    and its errors keep their own messages."""
+    plan_of = backend._plan
+    combine = backend._decision
+    memo: dict[tuple[Any, ...], tuple[bool, list[str], list[str]]] = {}
+    out: list[Decision] = []
+    for request, fx in zip(requests, facts, strict=True):
+        plan = plan_of(request.action, fx.ancestors_of(request.action))
+        get = fx.get
+        principal = request.principal
+        pe = None if principal is None else get(principal)
+        re = get(request.resource)
+        scope: set[str] = set()
+        true: set[str] = set()
+        false: set[str] = set()
+        errs: dict[str, EvaluationError] = {}
+        for run, pids in plan.select(request, fx):
+            try:
+                v = run(request, fx, pe, re)
+            except EvaluationError as e:
+                scope |= pids
+                for pid in pids:
+                    errs[pid] = e
+                continue
+            if v is OUT_OF_SCOPE:
+                continue
+            scope |= pids
+            if v is True:
+                true |= pids
+            elif v is False:
+                false |= pids
+            else:
+                not_bool = _bool_error(v)
+                for pid in pids:
+                    errs[pid] = not_bool
+        key = (plan, frozenset(scope), frozenset(true), frozenset(false))
+        hit = memo.get(key)
+        if hit is None:
+            raw = combine(plan, scope, true, false, errs, [])
+            hit = (raw.allow, raw.reasons, [pid for pid, _ in raw.errors])
+            memo[key] = hit
+            errors = raw.errors
+        else:
+            errors = [(pid, errs.get(pid) or _unknown_error()) for pid in hit[2]]
+        out.append(
+            Decision(
+                hit[0],
+                list(hit[1]),
+                [PolicyErrorInfo(pid, e.message, e.kind) for pid, e in errors],
+            )
         )
+    return out
