@@ -77,8 +77,7 @@ def entity_arg(value: str, what: str) -> Any:
         return uid(value, what)
     if not Path(value).exists():
         raise RequestError(
-            f"--{what} {value!r}: no such file, and not an entity reference like "
-            "'User::\"alice\"'"
+            f"--{what} {value!r}: no such file, and not an entity reference like 'User::\"alice\"'"
         )
     return json_file(value, what)
 
