@@ -184,3 +184,16 @@ def test_engine_variables_apply_to_every_command(
         'Acme::Document::"x"',
     )
     assert (code, out) == (2, "") and "ENGINE_LOG_TYPE" in err
+
+
+def test_interrupt_is_status_130_without_a_traceback(
+    capsys: Capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import polang.cli.dev
+
+    def interrupted(args: argparse.Namespace) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(polang.cli.dev, "cmd_rules", interrupted)
+    code, out, err = run(capsys, "rules", "x.polang")
+    assert (code, out, err) == (130, "", "interrupted\n")

@@ -108,6 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as e:  # a file that cannot be written, a directory where a file belongs
         print(f"error: {_os_error(e)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: the shell's status for SIGINT, no traceback
+        print("interrupted", file=sys.stderr)
+        return 130
     finally:
         redirect_std_out(previous)
 
