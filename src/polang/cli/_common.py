@@ -12,7 +12,6 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -119,18 +118,27 @@ def store_config(store: str, config_file: str | None) -> Any:
     return base.replace(**{**sources, key: store})
 
 
-@dataclass
 class Inputs:
     """What ``explain`` and the queries work on: an authorizer, entity facts, the schema,
     whether requests are checked against it, and the ``--principal`` / ``--resource``
-    uids (``None`` when not given)."""
+    uids (``None`` when not given). A plain class: ``dataclasses`` would cost the parser's
+    start-up an import of ``inspect``."""
 
-    authorizer: Any
-    facts: Any
-    schema: Any
-    strict: bool = True
-    principal: Any = None
-    resource: Any = None
+    def __init__(
+        self,
+        authorizer: Any,
+        facts: Any,
+        schema: Any,
+        strict: bool = True,
+        principal: Any = None,
+        resource: Any = None,
+    ) -> None:
+        self.authorizer = authorizer
+        self.facts = facts
+        self.schema = schema
+        self.strict = strict
+        self.principal = principal
+        self.resource = resource
 
     def check_request(
         self,
