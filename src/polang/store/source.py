@@ -15,10 +15,9 @@
 from __future__ import annotations
 
 import os
-import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
 from polang.config import STORE_SOURCE_KEYS, Config
@@ -29,6 +28,9 @@ from polang.store.errors import Problems
 from polang.store.layout import StoreFileError, read_directory, read_layout, read_regular_file
 from polang.store.model import PolicyStore
 from polang.store.raw import RawStore, decode_text
+
+if TYPE_CHECKING:  # annotations only: ssl is imported by the HTTP client that uses it
+    import ssl
 
 SourceKind = Literal[
     "directory",
