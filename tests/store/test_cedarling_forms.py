@@ -193,12 +193,34 @@ def test_validate_reports_warnings_and_strict_makes_them_problems(tmp_path: Path
 
 def test_an_unknown_field_warning_keeps_its_did_you_mean(tmp_path: Path) -> None:
     rec = copy.deepcopy(JANS_ISSUER)
-    rec["token_metadata"]["access_token"]["required_claim"] = ["exp"]
+    rec["token_metadata"]["access_token"]["entity_type"] = "Jans::Access_token"
     store = load_dir(tmp_path, cedarling_files(**{"trusted-issuers__jans.json": json.dumps(rec)}))
     [w] = [w for w in store.warnings if w.file == "trusted-issuers/jans.json"]
-    assert w.location == "$.token_metadata.access_token.required_claim"
-    assert "did you mean 'required_claims'?" in w.message
+    assert w.location == "$.token_metadata.access_token.entity_type"
+    assert "did you mean 'entity_type_name'?" in w.message
     assert "(ignored)" in w.message
+
+
+@pytest.mark.parametrize(
+    ("key", "meant"),
+    [
+        ("required_claim", "required_claims"),
+        ("expected_audiance", "expected_audience"),
+        ("trustd", "trusted"),
+    ],
+)
+def test_a_misspelt_field_is_an_error_even_when_unknown_fields_warn(
+    tmp_path: Path, key: str, meant: str
+) -> None:
+    # A misspelling would silently leave a check off (no audience check, no required claims).
+    rec = copy.deepcopy(JANS_ISSUER)
+    meta = rec["token_metadata"]["access_token"]
+    meta.pop(meant, None)
+    meta[key] = ["exp"] if key != "trustd" else False
+    err = rejected_dir(tmp_path, cedarling_files(**{"trusted-issuers__jans.json": json.dumps(rec)}))
+    [p] = [p for p in err.problems if p.kind == "unknown_field"]
+    assert p.location == f"$.token_metadata.access_token.{key}"
+    assert f"misspelling of {meant!r}" in p.message
 
 
 def test_a_renamed_field_stays_an_error(tmp_path: Path) -> None:

@@ -140,7 +140,16 @@ class Checker:
             )
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             message = f"unknown field {show(name)}{hint}; allowed: {', '.join(allowed)}"
-            if self.problems.strict:
+            if close and close[0] not in record and _misspelt(name, close[0]):
+                # A misspelt field would silently turn its check off (``trustd``,
+                # ``expected_audiance``): that is an error even when unknown fields warn.
+                self.add(
+                    "unknown_field",
+                    jpath(path, name),
+                    f"{message}: it looks like a misspelling of {close[0]!r}, "
+                    "which would leave that setting unset",
+                )
+            elif self.problems.strict:
                 self.add("unknown_field", jpath(path, name), message)
             else:
                 self.problems.warn(
@@ -239,3 +248,12 @@ def parse_legacy_date(value: str) -> datetime | None:
         return datetime(y, mo, d, h, mi, s, micro)
     except ValueError:
         return None
+
+
+#: How alike an unknown key and a known one must be (difflib's ratio) to be taken as a
+#: misspelling of it, and so refused even when unknown fields only warn.
+MISSPELLING_RATIO = 0.85
+
+
+def _misspelt(key: str, known: str) -> bool:
+    return difflib.SequenceMatcher(None, key, known).ratio() >= MISSPELLING_RATIO
