@@ -4,17 +4,66 @@
 load a given source (``PolicyStoreSource``) or archive bytes. Any problem rejects the
 whole store with a ``PolicyStoreLoadError`` (a ``PolicyStoreError``) listing every
 problem with its file, place and kind.
+
+The names below are imported on first use (module ``__getattr__``): importing the
+package loads none of its modules (start-up time; ``tests/test_imports.py``).
 """
 
-from polang.store.errors import KINDS, PolicyStoreLoadError, StoreProblem
-from polang.store.model import PolicyStore, TemplateLink
-from polang.store.refresh import StoreRefresher
-from polang.store.source import (
-    PolicyStoreSource,
-    load_policy_store,
-    load_policy_store_archive_bytes,
-)
-from polang.tokens.settings import ClaimMapping, IssuerSettings, TokenMetadata
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from polang.store.errors import (
+        KINDS,
+        PolicyStoreLoadError,
+        StoreProblem,
+    )
+    from polang.store.model import (
+        PolicyStore,
+        TemplateLink,
+    )
+    from polang.store.refresh import StoreRefresher
+    from polang.store.source import (
+        PolicyStoreSource,
+        load_policy_store,
+        load_policy_store_archive_bytes,
+    )
+    from polang.tokens.settings import (
+        ClaimMapping,
+        IssuerSettings,
+        TokenMetadata,
+    )
+
+_LAZY: dict[str, str] = {
+    "KINDS": "polang.store.errors",
+    "PolicyStoreLoadError": "polang.store.errors",
+    "StoreProblem": "polang.store.errors",
+    "PolicyStore": "polang.store.model",
+    "TemplateLink": "polang.store.model",
+    "StoreRefresher": "polang.store.refresh",
+    "PolicyStoreSource": "polang.store.source",
+    "load_policy_store": "polang.store.source",
+    "load_policy_store_archive_bytes": "polang.store.source",
+    "ClaimMapping": "polang.tokens.settings",
+    "IssuerSettings": "polang.tokens.settings",
+    "TokenMetadata": "polang.tokens.settings",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'polang.store' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "KINDS",
