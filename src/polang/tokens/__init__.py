@@ -2,33 +2,78 @@
 
 The engine builds one :class:`TokenProcessor` per policy store and calls
 :meth:`TokenProcessor.process` for each ``authorize_multi_issuer`` request.
+
+The names below are imported on first use (module ``__getattr__``): importing the
+package loads none of its modules (start-up time; ``tests/test_imports.py``).
 """
 
-from polang.tokens.model import (
-    DROP_KINDS,
-    DropKind,
-    DroppedToken,
-    ProcessedToken,
-    ProcessedTokens,
-    TokenInput,
-    TokenLogId,
-)
-from polang.tokens.processor import (
-    TokenProcessor,
-    context_key,
-    trusted_issuer_entity,
-    trusted_issuer_type,
-)
-from polang.tokens.settings import (
-    ALL_ALGORITHMS,
-    ASYMMETRIC_ALGORITHMS,
-    DEFAULT_ENTITY_TYPES,
-    ClaimMapping,
-    IssuerSettings,
-    RegexGroup,
-    TokenMetadata,
-    TokenSettings,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from polang.tokens.model import (
+        DROP_KINDS,
+        DropKind,
+        DroppedToken,
+        ProcessedToken,
+        ProcessedTokens,
+        TokenInput,
+        TokenLogId,
+    )
+    from polang.tokens.processor import (
+        TokenProcessor,
+        context_key,
+        trusted_issuer_entity,
+        trusted_issuer_type,
+    )
+    from polang.tokens.settings import (
+        ALL_ALGORITHMS,
+        ASYMMETRIC_ALGORITHMS,
+        DEFAULT_ENTITY_TYPES,
+        ClaimMapping,
+        IssuerSettings,
+        RegexGroup,
+        TokenMetadata,
+        TokenSettings,
+    )
+
+_LAZY: dict[str, str] = {
+    "DROP_KINDS": "polang.tokens.model",
+    "DropKind": "polang.tokens.model",
+    "DroppedToken": "polang.tokens.model",
+    "ProcessedToken": "polang.tokens.model",
+    "ProcessedTokens": "polang.tokens.model",
+    "TokenInput": "polang.tokens.model",
+    "TokenLogId": "polang.tokens.model",
+    "TokenProcessor": "polang.tokens.processor",
+    "context_key": "polang.tokens.processor",
+    "trusted_issuer_entity": "polang.tokens.processor",
+    "trusted_issuer_type": "polang.tokens.processor",
+    "ALL_ALGORITHMS": "polang.tokens.settings",
+    "ASYMMETRIC_ALGORITHMS": "polang.tokens.settings",
+    "DEFAULT_ENTITY_TYPES": "polang.tokens.settings",
+    "ClaimMapping": "polang.tokens.settings",
+    "IssuerSettings": "polang.tokens.settings",
+    "RegexGroup": "polang.tokens.settings",
+    "TokenMetadata": "polang.tokens.settings",
+    "TokenSettings": "polang.tokens.settings",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'polang.tokens' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "ALL_ALGORITHMS",
