@@ -11,7 +11,6 @@ sees one consistent store and a bad refresh never replaces a good one.
 
 from __future__ import annotations
 
-import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -36,15 +35,17 @@ from polang.language.validate import validate_request
 from polang.language.values import EntityUID, RecordValue
 from polang.logs import Logger, LogSettings, uuid7, uuid7_many
 from polang.refs import EntityInput, entity_or_reference
-from polang.store.model import PolicyStore
-from polang.store.source import PolicyStoreSource, load_policy_store_archive_bytes
-from polang.tokens.model import DroppedToken, ProcessedTokens, TokenInput, TokenLogId
-from polang.tokens.processor import TokenProcessor
-from polang.tokens.settings import TokenSettings
 
-if TYPE_CHECKING:  # explanations and queries are imported on first use (start-up time)
+if TYPE_CHECKING:  # imported on first use (start-up time): see tests/test_imports.py
+    import ssl
+
     from polang.datalog.explain import Explanation
     from polang.datalog.query import QueryResult
+    from polang.store.model import PolicyStore
+    from polang.store.source import PolicyStoreSource
+    from polang.tokens.model import DroppedToken, ProcessedTokens, TokenInput, TokenLogId
+    from polang.tokens.processor import TokenProcessor
+    from polang.tokens.settings import TokenSettings
 
 METRICS_INTERVAL = 60.0
 """Seconds between two Metric log entries written while deciding."""
@@ -131,6 +132,8 @@ _MULTI_KEYS = frozenset({"action", "resource", "context", "tokens"})
 
 def token_settings(config: Config, ssl_context: ssl.SSLContext | None = None) -> TokenSettings:
     """The token layer's view of the configuration."""
+    from polang.tokens.settings import TokenSettings
+
     return TokenSettings(
         ssl_context=ssl_context,
         sig_validation=config.jwt_sig_validation,
@@ -158,7 +161,9 @@ class _Snapshot:
     store: PolicyStore
     authorizer: Authorizer
     facts: EntityFacts
-    tokens: TokenProcessor
+    make_tokens: Callable[[], TokenProcessor]
+    """Builds the token processor: at once for a store with trusted issuers (their
+    entities are facts), else on the first multi-issuer request (start-up time)."""
     multi_issuer_problems: list[str]
     """What the schema lacks for any multi-issuer request (issuers, token types)."""
     action_token_problems: dict[EntityUID, list[str]] = field(default_factory=dict)
@@ -166,6 +171,22 @@ class _Snapshot:
     the actions multi-issuer requests use)."""
     tokens_required: frozenset[EntityUID] = frozenset()
     """Actions whose context declares ``tokens`` required (not ``tokens?``)."""
+    processor: TokenProcessor | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def tokens(self) -> TokenProcessor:
+        p = self.processor
+        if p is None:
+            with self.lock:
+                p = self.processor
+                if p is None:
+                    p = self.processor = self.make_tokens()
+        return p
+
+    def close_tokens(self) -> None:
+        if self.processor is not None:
+            self.processor.close()
 
 
 def _multi_issuer_checks(
@@ -212,15 +233,26 @@ def _build_snapshot(
     authorizer = Authorizer(policies, backend=config.datalog_backend, background=True)
     issuers = list(store.trusted_issuers.values())  # checked by the loader, in token terms
     log = None if logger is None or not logger.enabled else _system_log(logger, store.id)
-    processor = TokenProcessor(issuers, token_settings(config, ssl_context), store.schema, log=log)
+
+    def make_tokens() -> TokenProcessor:
+        from polang.tokens.processor import TokenProcessor
+
+        settings = token_settings(config, ssl_context)
+        return TokenProcessor(issuers, settings, store.schema, log=log)
+
     entities: list[Entity] = list(store.schema.action_entities())
+    if not issuers:
+        entities.extend(store.default_entities)
+        facts = EntityFacts(entities)
+        return _Snapshot(store, authorizer, facts, make_tokens, [])
+    processor = make_tokens()
     entities.extend(processor.trusted_issuer_entities())
     entities.extend(store.default_entities)  # store entities win over generated ones
     facts = EntityFacts(entities)
-    if not issuers:
-        return _Snapshot(store, authorizer, facts, processor, [])
     problems, per_action, required = _multi_issuer_checks(store)
-    return _Snapshot(store, authorizer, facts, processor, problems, per_action, required)
+    return _Snapshot(
+        store, authorizer, facts, make_tokens, problems, per_action, required, processor
+    )
 
 
 def _system_log(logger: Logger, store_id: str) -> Callable[[str, str], object]:
@@ -310,6 +342,8 @@ class Engine:
     @classmethod
     def from_archive_bytes(cls, config: Config | Mapping[str, Any] | None, data: bytes) -> Engine:
         """An engine from ``.parc`` bytes the caller fetched itself (custom auth, WASM)."""
+        from polang.store.source import load_policy_store_archive_bytes
+
         cfg = config if isinstance(config, Config) else Config.from_dict(config or {})
         return cls(cfg, store=load_policy_store_archive_bytes(data, cfg))
 
@@ -333,7 +367,7 @@ class Engine:
         with self._lock:
             old = self._snap
             self._snap = snap
-        old.tokens.close()
+        old.close_tokens()
         self.logger.system(
             "INFO", f"policy store refreshed to version {store.version}", policystore_id=store.id
         )
@@ -357,7 +391,7 @@ class Engine:
             self._refresher.stop()
         if self.logger.enabled:
             self.flush_metrics()
-        self._snap.tokens.close()
+        self._snap.close_tokens()
 
     def __enter__(self) -> Engine:
         return self

@@ -1,0 +1,91 @@
+"""Start-up stays honest: what ``import polang`` and a first decision load (no timing).
+
+Each check runs in a fresh interpreter (``sys.modules`` of this one is full of everything
+the other tests imported).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HEAVY = ("networkx", "httpx", "jwt", "yaml", "rich", "lark", "cryptography", "ssl")
+"""Libraries a process may never need: each is imported by the call that needs it."""
+
+
+def loaded_after(code: str, *args: str) -> set[str]:
+    """The HEAVY top-level packages in ``sys.modules`` after ``code`` ran."""
+    probe = (
+        f"{code}\nimport json, sys\n"
+        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r})))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_import_polang_loads_none_of_the_heavy_libraries() -> None:
+    assert loaded_after("import polang") == set()
+
+
+def test_every_public_name_is_importable_from_polang() -> None:
+    code = (
+        "import polang\n"
+        "for name in polang.__all__:\n"
+        "    getattr(polang, name)\n"
+        "from polang import *\n"
+        "assert set(polang.__all__) <= set(dir(polang))\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_first_decision_loads_only_what_it_needs(tmp_path: Path) -> None:
+    """An engine on a directory store without issuers or hierarchy, and one decision: the
+    policy parser (lark's trees) and nothing for tokens, HTTP, YAML, the CLI or graphs."""
+    store = tmp_path / "store"
+    (store / "policies").mkdir(parents=True)
+    (store / "metadata.json").write_text(
+        json.dumps(
+            {
+                "polang_version": "4.4.0",
+                "policy_store": {"id": "s", "name": "S", "version": "1.0.0"},
+            }
+        )
+    )
+    (store / "schema.polangschema").write_text(
+        'entity User; entity Doc = { "owner": User };\n'
+        'action "read" appliesTo { principal: [User], resource: [Doc] };\n'
+    )
+    (store / "policies" / "p.polang").write_text(
+        '@id("owners")\npermit (principal, action == Action::"read", resource)\n'
+        "when { resource.owner == principal };\n"
+    )
+    code = (
+        "import sys\n"
+        "from polang import Engine\n"
+        "e = Engine({'ENGINE_POLICY_STORE_LOCAL_FN': sys.argv[1]})\n"
+        "alice = {'uid': {'type': 'User', 'id': 'a'}, 'attrs': {}}\n"
+        "doc = {'uid': {'type': 'Doc', 'id': 'd'}, 'attrs': {'owner': alice['uid']}}\n"
+        "r = e.authorize_unsigned('Action::\"read\"', doc, None, alice)\n"
+        "assert r.decision, r\n"
+        "e.close()\n"
+    )
+    assert loaded_after(code, str(store)) == {"lark"}
+
+
+def test_a_hierarchy_beyond_the_small_size_loads_networkx() -> None:
+    code = (
+        "from polang.datalog.facts import EntityFacts, SMALL_HIERARCHY\n"
+        "from polang.language.entities import Entity\n"
+        "from polang.language.values import EntityUID as U\n"
+        "small = [Entity(U('T', str(i)), parents={U('T', str(i + 1))}) for i in range(10)]\n"
+        "EntityFacts(small)\n"
+        "import sys\n"
+        "assert 'networkx' not in sys.modules\n"
+        "big = [Entity(U('T', str(i)), parents={U('T', str(i + 1))})"
+        " for i in range(SMALL_HIERARCHY + 1)]\n"
+        "assert EntityFacts(big).ancestors_of(U('T', '0'))\n"
+    )
+    assert "networkx" in loaded_after(code)
