@@ -418,7 +418,12 @@ class DuckDBEngine(SqlEngine):
             return None  # a non-Bool condition is a type error
 
         self.con.create_function(
-            UDF_NAME, policy, [INTEGER, INTEGER, INTEGER, INTEGER], INTEGER, side_effects=False
+            UDF_NAME,
+            policy,
+            [INTEGER, INTEGER, INTEGER, INTEGER],
+            INTEGER,
+            null_handling="special",
+            side_effects=False,
         )
 
     def close(self) -> None:

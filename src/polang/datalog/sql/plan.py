@@ -240,7 +240,9 @@ class Planner:
             v = b.value(pol.cond_pred)
             t, _f = b.tf(v)
         except Unsupported as e:
-            how = "udf" if self.udf else "conditional"
+            # an unknown context is not the empty one: never decided by the UDF
+            use_udf = self.udf and not (context is None and "context" in pol.reads)
+            how = "udf" if use_udf else "conditional"
             aq.fallbacks.append(Fallback(pol.policy_id, action, tp, tr, str(e), how))
             b = Branch(
                 self.groups,
@@ -251,7 +253,7 @@ class Planner:
                 action=action,
                 context=RecordValue(),
             )
-            if self.udf:
+            if use_udf:
                 call = exp.Anonymous(
                     this=UDF_NAME,
                     expressions=[
