@@ -21,7 +21,9 @@ Rows run ``--runs`` (default 15) times each, interleaved and rotating which goes
 so load on a shared machine hits them alike. Medians in milliseconds; ``ratio`` is polang's
 median over cedarling's for the same row (the goal of ``design.md``: at most 2 for the first
 decision). The child processes also report where their time went (import, build, decide),
-medians in the second table. Bytecode caches are warm (each script runs once before timing).
+medians in the last table. Bytecode caches are warm (each script runs once before timing).
+CPU time (user + system of the child, from ``getrusage``) is reported beside wall clock:
+on a shared machine it moves less, since it leaves out the time spent waiting for a core.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -145,6 +148,7 @@ def run(runs: int) -> dict[str, Any]:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     times: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
     parts: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         pstore, cstore = write_stores(Path(tmp))
@@ -156,9 +160,13 @@ def run(runs: int) -> dict[str, Any]:
             k = i % len(names)
             for name in names[k:] + names[:k]:
                 argv = cmds[name][0]
+                r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t0 = time.perf_counter()
                 out = subprocess.run(argv, check=True, capture_output=True, text=True, env=env)
                 times.setdefault(name, []).append(time.perf_counter() - t0)
+                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                used = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+                cpu.setdefault(name, []).append(used)
                 if "first decision" in name:
                     parts.setdefault(name, []).append(json.loads(out.stdout))
     answers = {n: {(p["decision"], tuple(p["reason"])) for p in ps} for n, ps in parts.items()}
@@ -166,11 +174,19 @@ def run(runs: int) -> dict[str, Any]:
         len(a) == 1 for a in answers.values()
     )
     med = {n: statistics.median(ts) * 1e3 for n, ts in times.items()}
+    med_cpu = {n: statistics.median(ts) * 1e3 for n, ts in cpu.items()}
     split = {
         n: {k: statistics.median(p[k] for p in ps) * 1e3 for k in ("import", "build", "decide")}
         for n, ps in parts.items()
     }
-    return {"runs": runs, "median_ms": med, "split_ms": split, "agree": agree, "answers": answers}
+    return {
+        "runs": runs,
+        "median_ms": med,
+        "median_cpu_ms": med_cpu,
+        "split_ms": split,
+        "agree": agree,
+        "answers": answers,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,15 +195,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="also print one line of JSON")
     args = ap.parse_args(argv)
     res = run(args.runs)
-    med = res["median_ms"]
-    print(f"whole processes, median of {args.runs} (ms)\n")
-    print(f"{'row':22} {'polang':>9} {'cedarling':>10} {'ratio':>7}")
-    for row in ("first decision", "import only"):
-        p, c = med[f"polang {row}"], med[f"cedarling {row}"]
-        print(f"{row:22} {p:9.1f} {c:10.1f} {p / c:6.2f}x")
-    print(f"{'polang --help':22} {med['polang --help']:9.1f}")
-    print(f"{'python -c pass':22} {med['python -c pass']:9.1f} {med['python -c pass']:10.1f}")
-    print("\ninside the first-decision processes, medians (ms)")
+    for what, med in (("wall clock", res["median_ms"]), ("CPU time", res["median_cpu_ms"])):
+        print(f"whole processes, {what}, median of {args.runs} (ms)\n")
+        print(f"{'row':22} {'polang':>9} {'cedarling':>10} {'ratio':>7}")
+        for row in ("first decision", "import only"):
+            p, c = med[f"polang {row}"], med[f"cedarling {row}"]
+            print(f"{row:22} {p:9.1f} {c:10.1f} {p / c:6.2f}x")
+        print(f"{'polang --help':22} {med['polang --help']:9.1f}")
+        floor = med["python -c pass"]
+        print(f"{'python -c pass':22} {floor:9.1f} {floor:10.1f}\n")
+    print("inside the first-decision processes, wall clock, medians (ms)")
     print(f"{'':22} {'import':>8} {'build':>8} {'decide':>8}")
     for n, s in res["split_ms"].items():
         print(f"{n:22} {s['import']:8.1f} {s['build']:8.1f} {s['decide']:8.2f}")

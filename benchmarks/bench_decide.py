@@ -24,8 +24,10 @@ import io
 import json
 import math
 import pstats
+import re
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -191,7 +193,64 @@ class CedarEngine:
         return time.perf_counter() - t0, [self.outcome(r) for r in results]
 
 
-def _timed(fn: Callable[[dict[str, Any]], Outcome], r: dict[str, Any], run: EngineRun) -> None:
+class PolangService:
+    """The public ``Engine`` as a service calls it: the store (schema, policies, the
+    entities as default entities) in a directory, and each request with its principal and
+    resource given in full (entity JSON with attributes and parents, as the service holds
+    them) and the action as text. Every call parses and checks both entities and the
+    context, lays the entities over the store and decides (``authorize_unsigned``)."""
+
+    def __init__(self, w: Workload, root: Path) -> None:
+        from polang import Engine
+
+        t0 = time.perf_counter()
+        (root / "policies").mkdir(parents=True)
+        (root / "entities").mkdir()
+        meta = {
+            "polang_version": "4.0.0",
+            "policy_store": {"id": "b", "name": "B", "version": "1.0.0"},
+        }
+        (root / "metadata.json").write_text(json.dumps(meta), encoding="utf-8")
+        (root / "schema.polangschema").write_text(w.schema_text, encoding="utf-8")
+        # positional ids, as cedarpy names policies (``@id`` annotations do not rename there)
+        text = "\n\n".join(
+            f'@id("policy{i}")\n' + re.sub(r'^@id\("[^"]*"\)\s*', "", p)
+            for i, p in enumerate(w.policies)
+        )
+        (root / "policies" / "all.polang").write_text(text, encoding="utf-8")
+        (root / "entities" / "all.json").write_text(w.entities_json, encoding="utf-8")
+        self.engine = Engine(
+            {
+                "ENGINE_POLICY_STORE_LOCAL_FN": str(root),
+                "ENGINE_LOG_TYPE": "off",
+                "ENGINE_MAX_DEFAULT_ENTITIES": max(1000, len(w.entities)),
+            }
+        )
+        self.engine.authorizer.backend.wait_generated(60)  # type: ignore[attr-defined]
+        self.load_s = time.perf_counter() - t0
+        self.by_uid = {(e["uid"]["type"], e["uid"]["id"]): e for e in w.entities}
+
+    def args(self, r: dict[str, Any]) -> tuple[Any, ...]:
+        """A request as the service has it (not timed): the entities in full."""
+        p, a, res = r["principal"], r["action"], r["resource"]
+        return (
+            f'{a["type"]}::"{a["id"]}"',
+            self.by_uid[(res["type"], res["id"])],
+            r["context"],
+            self.by_uid[(p["type"], p["id"])],
+        )
+
+    def __call__(self, args: tuple[Any, ...]) -> Outcome:
+        d = self.engine.authorize_unsigned(*args)
+        diag = d.response.diagnostics
+        return (
+            d.response.decision,
+            frozenset(diag.reason),
+            frozenset(e["policy_id"] for e in diag.errors),
+        )
+
+
+def _timed(fn: Callable[[Any], Outcome], r: Any, run: EngineRun) -> None:
     t0 = time.perf_counter()
     out = fn(r)
     run.times.append(time.perf_counter() - t0)
@@ -225,8 +284,17 @@ def run_bench(
     cedar_ns = CedarEngine.__new__(CedarEngine)
     cedar_ns.__dict__.update(cedar.__dict__)
     cedar_ns.schema = None
+    tmp = tempfile.TemporaryDirectory()
+    service = PolangService(w, Path(tmp.name) / "store")
+    log(f"polang Engine loaded in {service.load_s:.1f} s")
+    service_args = [service.args(r) for r in w.requests]
 
     runs = {
+        "polang Engine, full entities": EngineRun(
+            "polang Engine, full entities",
+            service.load_s,
+            note="authorize_unsigned, principal and resource in full",
+        ),
         "polang compiled": EngineRun("polang compiled", compiled.load_s),
         "polang compiled, decide only": EngineRun(
             "polang compiled, decide only", note="request already parsed"
@@ -235,15 +303,18 @@ def run_bench(
         "cedarpy, no schema": EngineRun("cedarpy, no schema", note="request not validated"),
     }
     reqs = w.requests
-    for r in reqs[:warmup]:
+    for r, a in zip(reqs[:warmup], service_args, strict=False):
         compiled(r)
         cedar(r)
+        service(a)
     gc.collect()
     for i, r in enumerate(reqs):
         # Alternate who goes first so that neither always runs on a warmer cache.
-        order = (0, 1, 2) if i % 2 == 0 else (2, 1, 0)
+        order = (3, 1, 0, 2) if i % 2 == 0 else (2, 0, 1, 3)
         for k in order:
-            if k == 0:
+            if k == 3:
+                _timed(service, service_args[i], runs["polang Engine, full entities"])
+            elif k == 0:
                 t_a = time.perf_counter()
                 parsed = compiled.parse_request(r)
                 t_b = time.perf_counter()
@@ -262,6 +333,11 @@ def run_bench(
     # The same requests in alternating blocks: within a block each engine runs on caches
     # it warmed itself, as in a service that authorizes many requests in a row.
     warm = {
+        "polang Engine": EngineRun(
+            f"polang Engine, full, blocks of {block}",
+            note="the steady state of a service",
+            reference=f"cedarpy, blocks of {block}",
+        ),
         "polang compiled": EngineRun(
             f"polang compiled, blocks of {block}",
             note="request parsing included",
@@ -272,11 +348,16 @@ def run_bench(
     warm["cedarpy"].reference = warm["cedarpy"].name
     for start in range(0, len(reqs), block):
         chunk = reqs[start : start + block]
-        engines = [("polang compiled", compiled), ("cedarpy", cedar)]
+        chunk_args = service_args[start : start + block]
+        engines: list[tuple[str, Callable[[Any], Outcome], Sequence[Any]]] = [
+            ("polang Engine", service, chunk_args),
+            ("polang compiled", compiled, chunk),
+            ("cedarpy", cedar, chunk),
+        ]
         if (start // block) % 2:
             engines.reverse()
-        for key, engine in engines:
-            for r in chunk:
+        for key, engine, inputs in engines:
+            for r in inputs:
                 _timed(engine, r, warm[key])
     log(f"timed {len(reqs)} requests in blocks of {block}")
 
@@ -315,7 +396,9 @@ def run_bench(
                 )
     prof_text = ""
     if profile:
-        prof_text = profile_polang(compiled, reqs)
+        prof_text = profile_polang(service, service_args) + profile_polang(compiled, reqs)
+    service.engine.close()
+    tmp.cleanup()
     allowed = sum(1 for o in reference if o[0] == "allow")
     return BenchResult(w, all_runs, "cedarpy", mismatches, allowed, prof_text)
 
@@ -324,8 +407,8 @@ def _show(o: Outcome) -> str:
     return f"{o[0]} reasons={sorted(o[1])} errors={sorted(o[2])}"
 
 
-def profile_polang(engine: PolangEngine, reqs: Sequence[dict[str, Any]], top: int = 30) -> str:
-    """Where polang compiled spends its per-request time (request parsing included)."""
+def profile_polang(engine: Callable[[Any], Outcome], reqs: Sequence[Any], top: int = 30) -> str:
+    """Where polang spends its per-request time (request parsing included)."""
     prof = cProfile.Profile()
     prof.enable()
     for r in reqs:

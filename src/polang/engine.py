@@ -911,11 +911,12 @@ class Engine:
     ) -> AuthorizeResult:
         if request_id is None:
             request_id = uuid7()
-        errors = [e.to_dict() for e in d.errors]
+        # the decision's lists are its own (fresh per decision): the result takes them
+        errors = [e.to_dict() for e in d.errors] if d.errors else []
         result = AuthorizeResult(
             d.allow,
             request_id,
-            Response(d.decision, Diagnostics(list(d.reasons), errors)),
+            Response("allow" if d.allow else "deny", Diagnostics(d.reasons, errors)),
             dropped,
         )
         if self.logger.enabled:
@@ -941,7 +942,7 @@ class Engine:
                 action=str(action),
                 resource=str(resource),
                 principal=str(principal) if principal is not None else None,
-                reason=d.reasons,
+                reason=list(d.reasons),
                 errors=errors,
                 tokens=token_ids,
                 dropped_tokens=[x.to_dict() for x in dropped or []],

@@ -137,10 +137,12 @@ class Authorizer:
 
 
 def _from_raw(raw: RawDecision) -> Decision:
+    """The backend's lists are made per decision: the Decision takes them over."""
+    errors = raw.errors
     return Decision(
         raw.allow,
-        list(raw.reasons),
-        [PolicyErrorInfo(pid, e.message, e.kind) for pid, e in raw.errors],
+        raw.reasons,
+        [PolicyErrorInfo(pid, e.message, e.kind) for pid, e in errors] if errors else [],
     )
 
 
@@ -203,8 +205,8 @@ def _compiled_decide_many(
         out.append(
             Decision(
                 hit[0],
-                list(hit[1]),
-                [PolicyErrorInfo(pid, e.message, e.kind) for pid, e in errors],
+                list(hit[1]),  # the memo's list is shared: each decision gets its own
+                [PolicyErrorInfo(pid, e.message, e.kind) for pid, e in errors] if errors else [],
             )
         )
     return out
