@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import re
 import sys
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -477,3 +479,34 @@ def test_a_store_with_a_deep_policy_is_refused_and_leaves_the_interpreter_alone(
     with pytest.raises(polang.PolangError, match="MAX_EXPRESSION_DEPTH"):
         engine_for(write_store(tmp_path / "s", policies=policy))
     assert sys.getrecursionlimit() == before
+
+
+# ---------------------------------------------------------------- big literals (item 5)
+
+
+def peak_ratio(fn: Callable[[], object], size: int) -> float:
+    tracemalloc.start()
+    try:
+        fn()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak / size
+
+
+@pytest.mark.parametrize(
+    ("condition", "bound"),
+    [
+        ('context.s == "' + "a" * 2_000_000 + '"', 10),
+        ('context.s == "' + "\\n" * 100_000 + '"', 20),
+        ('context.s == "' + "\\u{e9}" * 30_000 + '"', 20),
+        ('context.s like "' + "*a" * 250_000 + '"', 30),
+    ],
+    ids=["plain", "escapes", "unicode-escapes", "pattern"],
+)
+def test_a_big_literal_loads_in_a_small_multiple_of_its_size(condition: str, bound: int) -> None:
+    # a 10 MB literal took 1.4 GB (a regular expression's backtracking state per
+    # character) and most of a minute (line starts found character by character)
+    text = f"{P} when {{ {condition} }};"
+    ratio = peak_ratio(lambda: parse_policies(text + " "), len(text))
+    assert ratio < bound, f"{ratio:.1f}x"

@@ -158,25 +158,55 @@ def b_get_attr(f: EntityFacts, obj: Value, name: str) -> Value:
     raise _type_error("entity or record", obj)
 
 
+_LIKE_TOKENS = re.compile(r"\\.?|\*", re.DOTALL)
+
+
 @lru_cache(maxsize=4096)
-def _like_regex(pattern: str) -> re.Pattern[str]:
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < len(pattern):
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        out.append(".*" if ch == "*" else re.escape(ch))
-        i += 1
-    return re.compile("".join(out), re.DOTALL)
+def _like_segments(pattern: str) -> tuple[str, ...]:
+    """The literal text between a pattern's wildcards (``\\*`` and ``\\\\`` are literal
+    characters): ``a*b*`` is ``("a", "b", "")``; no wildcard, one segment."""
+    segments: list[str] = []
+    current: list[str] = []
+    pos = 0
+    for m in _LIKE_TOKENS.finditer(pattern):
+        current.append(pattern[pos : m.start()])
+        token = m.group()
+        if token == "*":
+            segments.append("".join(current))
+            current = []
+        else:  # an escaped character (a lone trailing backslash is itself)
+            current.append(token[1:] or "\\")
+        pos = m.end()
+    current.append(pattern[pos:])
+    segments.append("".join(current))
+    return tuple(segments)
+
+
+def like_match(s: str, segments: tuple[str, ...]) -> bool:
+    """Whether ``s`` matches the pattern of these segments, in linear time: the first
+    must start it, the last end it, and each one between is found leftmost after the one
+    before (for ``*``-only patterns the leftmost match is always a right choice). Never a
+    backtracking regular expression: ``*a*a*a*a*b`` against 200 ``a``s took seconds."""
+    first = segments[0]
+    if len(segments) == 1:
+        return s == first
+    last = segments[-1]
+    if len(first) + len(last) > len(s) or not s.startswith(first) or not s.endswith(last):
+        return False
+    pos, end = len(first), len(s) - len(last)
+    find = s.find
+    for seg in segments[1:-1]:
+        k = find(seg, pos, end)
+        if k < 0:
+            return False
+        pos = k + len(seg)
+    return True
 
 
 def b_like(_f: EntityFacts, s: Value, pattern: str) -> bool:
     if type(s) is not str:
         raise _type_error("String", s)
-    return _like_regex(pattern).fullmatch(s) is not None
+    return like_match(s, _like_segments(pattern))
 
 
 def b_is_type(_f: EntityFacts, v: Value, entity_type: str) -> bool:

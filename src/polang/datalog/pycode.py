@@ -9,6 +9,7 @@ parser, call the compiled closure of that predicate instead: every Program still
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,6 +49,10 @@ _FACTORIES: dict[str, Callable[..., Fn]] = {}
 (``c0``, ``c1``...), so policies of the same form share one code object: less to compile
 at load and less code for the processor's caches per request."""
 _MAX_FACTORIES = 20_000
+
+_CELL_REPR = reprlib.Repr()
+"""Cells in a function's ``__doc__``, shortened: a constant may be a 10 MB string."""
+_CELL_REPR.maxstring = _CELL_REPR.maxother = 120
 
 
 class _Writer:
@@ -414,7 +419,7 @@ def _exec(w: _Writer, name: str, pred: str) -> Fn:
         _FACTORIES[src] = make
     fn = make(*w.cells)
     # inspectable: `polang` developers can print it, with the cells' values
-    cells = "".join(f"\n# c{i} = {c!r}" for i, c in enumerate(w.cells))
+    cells = "".join(f"\n# c{i} = {_CELL_REPR.repr(c)}" for i, c in enumerate(w.cells))
     fn.__doc__ = f"# {pred}\n{src}{cells}"
     memo[key] = fn
     return fn

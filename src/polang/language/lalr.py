@@ -320,7 +320,7 @@ def _policy_regex(tables: Tables) -> re.Pattern[str]:
     # wins), with the whitespace and comments before a token skipped in the same match.
     # Group 1 string, 2 word, 3 number, 4 slot, 5 symbol; none at the end of the text.
     return re.compile(
-        r'(?:\s+|//[^\n\r]*)*(?:("(?:\\.|[^"\\])*")|([_a-zA-Z][_a-zA-Z0-9]*)|([0-9]+)'
+        r'(?:\s+|//[^\n\r]*)*(?:("[^"\\]*+(?:\\.[^"\\]*+)*+")|([_a-zA-Z][_a-zA-Z0-9]*)|([0-9]+)'
         r"|(\?[_a-zA-Z][_a-zA-Z0-9]*)|(" + _punctuation(tables.literals) + "))?",
         re.DOTALL,
     )
@@ -387,7 +387,7 @@ def policy_lexer(tables: Tables) -> Lexer:
 @cache
 def _schema_regex(tables: Tables) -> re.Pattern[str]:
     return re.compile(
-        r'(\s+|//[^\n]*)|("(?:[^"\\]|\\[\s\S])*")|([_a-zA-Z][_a-zA-Z0-9]*)|('
+        r'(\s+|//[^\n]*)|("[^"\\]*+(?:\\[\s\S][^"\\]*+)*+")|([_a-zA-Z][_a-zA-Z0-9]*)|('
         + _punctuation(tables.literals)
         + ")"
     )

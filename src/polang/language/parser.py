@@ -308,16 +308,26 @@ def _window(line: str, column: int) -> tuple[str, int]:
 class _Source:
     """The text being parsed: maps offsets to line/column and renders excerpts."""
 
-    __slots__ = ("filename", "line_starts", "text")
+    __slots__ = ("_line_starts", "filename", "text")
 
     def __init__(self, text: str, filename: str | None) -> None:
         self.text = text
         self.filename = filename
-        starts = [0]
-        for i, ch in enumerate(text):
-            if ch == "\n":
+        self._line_starts: list[int] | None = None
+
+    @property
+    def line_starts(self) -> list[int]:
+        """Where each line starts: found when an error needs it (most texts parse)."""
+        starts = self._line_starts
+        if starts is None:
+            starts = [0]
+            find = self.text.find
+            i = find("\n")
+            while i >= 0:
                 starts.append(i + 1)
-        self.line_starts = starts
+                i = find("\n", i + 1)
+            self._line_starts = starts
+        return starts
 
     def position(self, offset: int) -> tuple[int, int]:
         line = bisect.bisect_right(self.line_starts, offset)
@@ -411,6 +421,17 @@ _REL_OPS: dict[str, ast.BinaryOp] = {
 _ARITH_OPS: dict[str, ast.BinaryOp] = {"PLUS": "+", "MINUS": "-", "STAR": "*"}
 _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", "0": "\0", "'": "'", '"': '"'}
 _HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _literal_pattern(out: list[ast.PatternElem], text: str) -> None:
+    """Append a ``like`` pattern's text without escapes: ``*`` is the wildcard."""
+    if "*" not in text:
+        out.extend(text)
+        return
+    for j, part in enumerate(text.split("*")):
+        if j:
+            out.append(ast.WILDCARD)
+        out.extend(part)
 
 
 class _Converter:
@@ -512,51 +533,61 @@ class _Converter:
         return cast(tuple[ast.PatternElem, ...], self._unescape(tok, pattern=True))
 
     def _unescape(self, tok: Token, pattern: bool) -> str | tuple[ast.PatternElem, ...]:
+        # One step per escape, not per character: the text between escapes is copied by
+        # slices and joins (a 10 MB literal loads in a fraction of a second).
         raw = str(tok)
         body = raw[1:-1]
         base = (tok.start_pos or 0) + 1
         if "\\" not in body and not pattern:
             return body
+        find = body.find
+        pos = 0
+        if not pattern:
+            pieces: list[str] = []
+            while True:
+                k = find("\\", pos)
+                if k < 0:
+                    pieces.append(body[pos:])
+                    return "".join(pieces)
+                pieces.append(body[pos:k])
+                ch, pos = self._escape(body, k, base, pattern)
+                pieces.append(ch)
         out: list[ast.PatternElem] = []
-        i, n = 0, len(body)
-        while i < n:
-            c = body[i]
-            if c != "\\":
-                out.append(ast.WILDCARD if pattern and c == "*" else c)
-                i += 1
-                continue
-            start = i
-            e = body[i + 1] if i + 1 < n else ""
-            if e in _SIMPLE_ESCAPES:
-                ch = _SIMPLE_ESCAPES[e]
-                i += 2
-            elif e == "*" and pattern:
-                out.append("*")  # the one escape only patterns have: a literal star
-                i += 2
-                continue
-            elif e == "x":
-                digits = body[i + 2 : i + 4]
-                if len(digits) != 2 or not set(digits) <= _HEX or int(digits, 16) > 0x7F:
-                    self._bad_escape(base + start, body[start : start + 4])
-                ch = chr(int(digits, 16))
-                i += 4
-            elif e == "u":
-                close = body.find("}", i)
-                digits = body[i + 3 : close] if close >= 0 and body[i + 2 : i + 3] == "{" else ""
-                if not (1 <= len(digits) <= 6 and set(digits) <= _HEX):
-                    end = close + 1 if close >= 0 else i + 3
-                    self._bad_escape(base + start, body[start:end])
-                code = int(digits, 16)
-                if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
-                    self._bad_escape(base + start, body[start : close + 1])
-                ch = chr(code)
-                i = close + 1
+        while True:
+            k = find("\\", pos)
+            _literal_pattern(out, body[pos:] if k < 0 else body[pos:k])
+            if k < 0:
+                return tuple(out)
+            ch, pos = self._escape(body, k, base, pattern)
+            if ch == "*" and body[k + 1] != "*":  # `\u{2a}` is a wildcard, `\*` a star
+                out.append(ast.WILDCARD)
             else:
-                self._bad_escape(base + start, body[start : start + 2])
-            out.append(ast.WILDCARD if pattern and ch == "*" else ch)
-        if pattern:
-            return tuple(out)
-        return "".join(cast(list[str], out))
+                out.append(ch)
+
+    def _escape(self, body: str, i: int, base: int, pattern: bool) -> tuple[str, int]:
+        """The character of the escape at ``body[i]`` (a backslash) and where it ends."""
+        e = body[i + 1] if i + 1 < len(body) else ""
+        ch = _SIMPLE_ESCAPES.get(e)
+        if ch is not None:
+            return ch, i + 2
+        if e == "*" and pattern:
+            return "*", i + 2  # the one escape only patterns have: a literal star
+        if e == "x":
+            digits = body[i + 2 : i + 4]
+            if len(digits) != 2 or not set(digits) <= _HEX or int(digits, 16) > 0x7F:
+                self._bad_escape(base + i, body[i : i + 4])
+            return chr(int(digits, 16)), i + 4
+        if e == "u":
+            close = body.find("}", i, i + 10)  # `\u{` and at most 6 digits
+            digits = body[i + 3 : close] if close >= 0 and body[i + 2 : i + 3] == "{" else ""
+            if not (1 <= len(digits) <= 6 and set(digits) <= _HEX):
+                end = close + 1 if close >= 0 else i + 3
+                self._bad_escape(base + i, body[i:end])
+            code = int(digits, 16)
+            if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                self._bad_escape(base + i, body[i : close + 1])
+            return chr(code), close + 1
+        self._bad_escape(base + i, body[i : i + 2])
 
     def _bad_escape(self, offset: int, text: str) -> NoReturn:
         self.fail_at(offset, f"`{text}` is not a valid escape sequence")

@@ -789,7 +789,7 @@ class _SchemaLexer(Lexer):
         self.punctuation = {v: n for v, n in literals.items() if v not in self.keywords}
         symbols = sorted(self.punctuation, key=len, reverse=True)
         self.regex = re.compile(
-            r'(\s+|//[^\n]*)|("(?:[^"\\]|\\[\s\S])*")|([_a-zA-Z][_a-zA-Z0-9]*)|('
+            r'(\s+|//[^\n]*)|("[^"\\]*+(?:\\[\s\S][^"\\]*+)*+")|([_a-zA-Z][_a-zA-Z0-9]*)|('
             + "|".join(re.escape(x) for x in symbols)
             + ")"
         )
