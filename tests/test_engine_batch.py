@@ -383,3 +383,18 @@ def test_a_generated_store_with_hierarchies_answers_as_single_calls(tmp_path: Pa
                 errors += bool(isinstance(got, AuthorizeResult) and got.response.diagnostics.errors)
         assert decided == len(w.requests)
         assert errors > 0  # the comparison covered policies that error
+
+
+def test_results_built_by_slots_equal_the_dataclass_constructors() -> None:
+    """The engine fills the result classes' slots directly (speed): the same objects."""
+    import dataclasses
+
+    from polang.engine import Diagnostics, Response, _new_result
+
+    errors = [{"policy_id": "q", "error": "boom"}]
+    made = _new_result(False, "rid", ["p"], errors, None)
+    want = AuthorizeResult(False, "rid", Response("deny", Diagnostics(["p"], errors)), None)
+    assert made == want and repr(made) == repr(want) and made.to_dict() == want.to_dict()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.decision = True  # type: ignore[misc]
+    assert _new_result(True, "r", [], [], []).response.decision == "allow"

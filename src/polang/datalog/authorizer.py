@@ -157,12 +157,17 @@ def _compiled_decide_many(
     backend: CompiledBackend, requests: Sequence[Request], facts: Sequence[EntityFacts]
 ) -> list[Decision]:
     """``CompiledBackend.decide`` over many requests, the policy-combining step run once
-    per distinct (plan, scope, true, false) outcome: a list view's requests mostly land on
-    a few. Each request still runs its own candidates (the conditions read its resource),
-    and its errors keep their own messages."""
+    per distinct outcome: a list view's requests mostly land on a few.
+
+    Each request still runs its own candidates (their conditions read its resource). The
+    combined decision depends only on which candidates ran (the runnable list ``select``
+    gives, one cached object per pair of index selections) and what each gave (out of
+    scope, true, false, an error), so those two are the memo's key; each request's errors
+    keep their own messages.
+    """
     plan_of = backend._plan
     combine = backend._decision
-    memo: dict[tuple[Any, ...], tuple[bool, list[str], list[str]]] = {}
+    memo: dict[tuple[int, tuple[int, ...]], tuple[Any, bool, list[str], list[str]]] = {}
     out: list[Decision] = []
     for request, fx in zip(requests, facts, strict=True):
         plan = plan_of(request.action, fx.ancestors_of(request.action))
@@ -170,43 +175,57 @@ def _compiled_decide_many(
         principal = request.principal
         pe = None if principal is None else get(principal)
         re = get(request.resource)
-        scope: set[str] = set()
-        true: set[str] = set()
-        false: set[str] = set()
+        runnable = plan.select(request, fx)
+        codes: list[int] = []  # per runnable: 0 out of scope, 1 true, 2 false, 3 error
         errs: dict[str, EvaluationError] = {}
-        for run, pids in plan.select(request, fx):
+        for run, pids in runnable:
             try:
                 v = run(request, fx, pe, re)
             except EvaluationError as e:
-                scope |= pids
+                codes.append(3)
                 for pid in pids:
                     errs[pid] = e
                 continue
             if v is OUT_OF_SCOPE:
-                continue
-            scope |= pids
-            if v is True:
-                true |= pids
+                codes.append(0)
+            elif v is True:
+                codes.append(1)
             elif v is False:
-                false |= pids
+                codes.append(2)
             else:
+                codes.append(3)
                 not_bool = _bool_error(v)
                 for pid in pids:
                     errs[pid] = not_bool
-        key = (plan, frozenset(scope), frozenset(true), frozenset(false))
+        key = (id(runnable), tuple(codes))
         hit = memo.get(key)
         if hit is None:
+            scope: set[str] = set()
+            true: set[str] = set()
+            false: set[str] = set()
+            for (_, pids), code in zip(runnable, codes, strict=True):
+                if code:
+                    scope |= pids
+                    if code == 1:
+                        true |= pids
+                    elif code == 2:
+                        false |= pids
             raw = combine(plan, scope, true, false, errs, [])
-            hit = (raw.allow, raw.reasons, [pid for pid, _ in raw.errors])
+            # the entry holds ``runnable``: its id stays its own while the memo lives
+            hit = (runnable, raw.allow, raw.reasons, [pid for pid, _ in raw.errors])
             memo[key] = hit
-            errors = raw.errors
-        else:
-            errors = [(pid, errs.get(pid) or _unknown_error()) for pid in hit[2]]
+        errored = hit[3]
         out.append(
             Decision(
-                hit[0],
-                list(hit[1]),  # the memo's list is shared: each decision gets its own
-                [PolicyErrorInfo(pid, e.message, e.kind) for pid, e in errors] if errors else [],
+                hit[1],
+                list(hit[2]),  # the memo's list is shared: each decision gets its own
+                [
+                    PolicyErrorInfo(pid, e.message, e.kind)
+                    for pid in errored
+                    for e in (errs.get(pid) or _unknown_error(),)
+                ]
+                if errored
+                else [],
             )
         )
     return out

@@ -103,13 +103,21 @@ def walked_closure(
 
 
 def closure_of(store: EntityStore) -> dict[EntityUID, frozenset[EntityUID]]:
-    """The closure of a store: none without parents, walked when small, else networkx."""
+    """The closure of a store: none without parents, walked when small, else networkx.
+
+    Every entity of the store has an entry (the empty set when it has no parents), so
+    looking one up never leaves C (``__missing__`` is for uids the store lacks)."""
     parents = {e.uid: e.parents for e in store if e.parents}
     if not parents:
-        return _Closure()
-    if len(parents) <= SMALL_HIERARCHY:
-        return walked_closure(parents)
-    return ancestor_closure(hierarchy_graph(store))
+        out: dict[EntityUID, frozenset[EntityUID]] = _Closure()
+    elif len(parents) <= SMALL_HIERARCHY:
+        out = walked_closure(parents)
+    else:
+        out = ancestor_closure(hierarchy_graph(store))
+    for uid in store.as_dict():
+        if uid not in out:
+            out[uid] = _EMPTY
+    return out
 
 
 class _Overlay(dict[Any, Any]):
