@@ -76,42 +76,47 @@ class DuckRunner:
         import pyarrow as pa
 
         if self._arrays is None:
-            self._arrays = (
-                pa.array([u.type for u in self.uids], pa.string()),
-                pa.array([u.id for u in self.uids], pa.string()),
-                pa.array(self.policy_ids, pa.string()),
-            )
+            if self.uids:
+                types = pa.array([u.type for u in self.uids], pa.string())
+                ids = pa.array([u.id for u in self.uids], pa.string())
+            else:  # the numbering lives in DuckDB (entities read from files)
+                t = self.con.sql("SELECT type, id FROM polang_uid ORDER BY eid").to_arrow_table()
+                types, ids = t.column("type").combine_chunks(), t.column("id").combine_chunks()
+            self._arrays = (types, ids, pa.array(self.policy_ids, pa.string()))
         return self._arrays
 
+    def _uid_list(self, eids: list[int]) -> list[EntityUID]:
+        if self.uids:
+            uids = self.uids
+            return [uids[i] for i in eids]
+        types, ids, _ = self._uid_arrays()
+        return [
+            EntityUID(t, i)
+            for t, i in zip(types.take(eids).to_pylist(), ids.take(eids).to_pylist(), strict=True)
+        ]
+
     def _batches(self, job: Job) -> Iterator[Any]:
+        self._uid_arrays()  # before the query: one open result per connection
         reader = self.con.sql(job.sql).to_arrow_reader(1_000_000)
         for batch in reader:
             if batch.num_rows:
                 yield batch
 
     def rows(self, job: Job, reasons: bool) -> list[tuple[Any, ...]]:
-        uids = self.uids
         a = job.action
         out: list[tuple[Any, ...]] = []
         for batch in self._batches(job):
             cols = batch.to_pydict()
+            ps, rs_ = self._uid_list(cols["p"]), self._uid_list(cols["r"])
             if reasons:
                 out.extend(
-                    (uids[p], a, uids[r], d, rs, res)
-                    for r, p, d, rs, res in zip(
-                        cols["r"],
-                        cols["p"],
-                        cols["decision"],
-                        cols["reasons"],
-                        cols["residuals"],
-                        strict=True,
+                    (p, a, r, d, rs, res)
+                    for p, r, d, rs, res in zip(
+                        ps, rs_, cols["decision"], cols["reasons"], cols["residuals"], strict=True
                     )
                 )
             else:
-                out.extend(
-                    (uids[p], a, uids[r], d)
-                    for r, p, d in zip(cols["r"], cols["p"], cols["decision"], strict=True)
-                )
+                out.extend((p, a, r, d) for p, r, d in zip(ps, rs_, cols["decision"], strict=True))
         return out
 
     def _decode(self, batch: Any, action: EntityUID, reasons: bool, fmt: Format) -> Any:
@@ -394,7 +399,7 @@ class DuckDBEngine(SqlEngine):
         for t in types:
             tbl = self.loaded.spec.tables.get(t)
             if tbl is not None:
-                n += self.con.execute(f'SELECT count(*) FROM "{tbl.table}"').fetchone()[0]
+                n += self.con.execute(f'SELECT count(*) FROM "{tbl.table}"').fetchall()[0][0]
         return n
 
     def _register_udf(self, program: Program) -> None:
@@ -424,6 +429,73 @@ class DuckDBEngine(SqlEngine):
             INTEGER,
             null_handling="special",
             side_effects=False,
+        )
+
+    def close(self) -> None:
+        self.con.close()
+
+
+class DuckDBFileEngine(SqlEngine):
+    """The queries on DuckDB over entities read from JSON-lines / Parquet files (see
+    :mod:`polang.datalog.sql.files`): no entity becomes a Python object. Policies SQL
+    cannot express are reported as conditional (no entities in process for a UDF)."""
+
+    def __init__(
+        self,
+        program: Program,
+        paths: Sequence[str | Path],
+        schema: Schema,
+        *,
+        con: Any = None,
+        threads: int | None = None,
+        memory_limit: str | None = None,
+        batch_pairs: int = DEFAULT_BATCH_PAIRS,
+    ) -> None:
+        from .files import load_files
+
+        self.con = con if con is not None else connect(threads=threads, memory_limit=memory_limit)
+        loaded = load_files(self.con, paths, schema, program)
+        self.loaded = loaded
+        pop = Population(
+            Layout(loaded.spec.tables, loaded.eid_exp),
+            loaded.stored_types,
+            sorted(schema.actions),
+            schema.action_ancestors,
+            schema,
+        )
+        runner = DuckRunner(self.con)
+        super().__init__(
+            runner,
+            program,
+            pop,
+            udf=False,
+            uid_of=lambda i: runner._uid_list([i])[0],
+            eid_of=self._eid_of_stored,
+            resource_eids=self._eids_of_types,
+            batch_pairs=batch_pairs,
+            count_of=self._count,
+        )
+        runner.policy_ids = self.policy_ids
+
+    def _eid_of_stored(self, uid: EntityUID) -> int | None:
+        got = self.loaded.lookup(uid)
+        return got[0] if got is not None and got[1] else None
+
+    def _tables(self, types: list[str]) -> list[str]:
+        return [t.table for n in types if (t := self.loaded.spec.tables.get(n)) is not None]
+
+    def _eids_of_types(self, types: list[str]) -> list[int]:
+        tables = self._tables(types)
+        if not tables:
+            return []
+        union = " UNION ALL ".join(f'SELECT eid FROM "{t}"' for t in tables)
+        col = self.con.sql(f"SELECT eid FROM ({union}) ORDER BY eid").to_arrow_table().column(0)
+        return [int(x) for x in col.to_pylist()]
+
+    def _count(self, types: list[str]) -> int:
+        return sum(
+            int(self.con.execute(f'SELECT count(*) FROM "{t}"').fetchall()[0][0])
+            for t in self._tables(types)
         )
 
     def close(self) -> None:
