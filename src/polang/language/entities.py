@@ -29,6 +29,7 @@ from polang.language.schema import (
     json_loads_checked,
     json_path,
     name_error,
+    non_string_key,
 )
 from polang.language.values import (
     LONG_MAX,
@@ -111,6 +112,11 @@ class _Bad(Exception):
 def _check_object(v: object, path: str, what: str) -> dict[str, Any]:
     if not isinstance(v, dict):
         raise _Bad(path, f"{what} must be a JSON object, found {json_kind(v)}")
+    bad = non_string_key(v)
+    if bad is not None:
+        raise _Bad(
+            path, f"{what} must be a JSON object, whose keys are strings; found {json_kind(bad)}"
+        )
     dup = duplicate_key(v)
     if dup is not None:
         raise _Bad(json_path(path, dup), f"duplicate key `{dup}`")

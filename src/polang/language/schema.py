@@ -375,6 +375,15 @@ def json_loads_checked(text: str | bytes) -> Any:
         ) from None
 
 
+def non_string_key(obj: dict[Any, Any]) -> object | None:
+    """A key that is not a string (a Python dict passed where a JSON object belongs), or
+    ``None``: JSON text never has one."""
+    for k in obj:
+        if type(k) is not str:
+            return k
+    return None
+
+
 def duplicate_key(obj: object) -> str | None:
     """The first repeated key of a JSON object read by :func:`json_loads_checked`."""
     return obj.duplicate_key if isinstance(obj, _DupKeyDict) else None
@@ -1241,6 +1250,9 @@ class _JsonReader:
     def _object(self, v: object, path: str, allowed: set[str] | None = None) -> dict[str, Any]:
         if not isinstance(v, dict):
             raise self._err(path, f"expected an object, found {json_kind(v)}")
+        bad = non_string_key(v)
+        if bad is not None:
+            raise self._err(path, f"an object's keys are strings, found {json_kind(bad)}")
         dup = duplicate_key(v)
         if dup is not None:
             raise self._err(json_path(path, dup), f"duplicate key `{dup}`")
