@@ -4,6 +4,15 @@ Usage::
 
     python benchmarks/bench_query.py [--entities N] [--policies N] [--seed S]
         [--queries N] [--verify N] [--profile] [--json]
+    python benchmarks/bench_query.py --engine in-process,duckdb[,spark] [--entities N]
+        [--threads T] [--output DIR] [--files]
+
+``--engine`` (other than the default ``in-process`` alone) runs the SQL comparison
+instead: the same matrix, who_can and what_can on each engine side by side, the matrix
+written to Parquet (``--output``, default a temporary directory), times and ratios to
+the in-process evaluator, and the row counts checked equal. ``--files`` also loads the
+entities from a Parquet file with DuckDB (no Python objects) and times who_can/what_can
+on it. Spark runs in local mode; its JVM start is reported apart.
 
 Targets (docs/queries.md): the full allowed matrix of the 200-policy / 10,000-entity store
 in under 10 s and 1 GiB; ``who_can`` / ``what_can`` in under 100 ms. Reported:
@@ -86,7 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--columns", type=int, default=10, help="(action, resource) columns checked")
     ap.add_argument("--profile", action="store_true", help="profile the matrix")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--engine", default="in-process", help="in-process,duckdb,spark (comma list)")
+    ap.add_argument("--threads", type=int, default=2, help="DuckDB threads")
+    ap.add_argument("--output", default=None, help="directory for the Parquet answers")
+    ap.add_argument("--files", action="store_true", help="also load entities from Parquet")
     args = ap.parse_args(argv)
+    if args.engine != "in-process":
+        return sql_main(args)
 
     w = generate(n_entities=args.entities, n_policies=args.policies, seed=args.seed)
     t0 = time.perf_counter()
@@ -203,6 +218,135 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(json.dumps(report, indent=2))
     return 0 if not bad else 1
+
+
+def sql_main(args: Any) -> int:
+    """The SQL engines beside the in-process evaluator (see the module docstring)."""
+    import tempfile
+
+    engines = [e.strip() for e in args.engine.split(",") if e.strip()]
+    w = generate(n_entities=args.entities, n_policies=args.policies, seed=args.seed)
+    schema = parse_schema(w.schema_text)
+    auth = Authorizer(parse_policies(w.policies_text))
+    facts = EntityFacts(parse_entities(w.entities_json, schema))
+    ctx = parse_context(w.requests[0]["context"], schema, EntityUID("Action", "view"))
+    rng = random.Random(args.seed)
+    view = EntityUID("Action", "view")
+    users = sorted(e.uid for e in facts.entities if e.uid.type == "User")
+    docs = sorted(e.uid for e in facts.entities if e.uid.type == "Document")
+    picks = [(rng.choice(users), rng.choice(docs)) for _ in range(max(1, args.queries))]
+    out_dir = Path(args.output or tempfile.mkdtemp(prefix="polang-bench-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {"workload": w.counts, "engines": {}}
+    entities_json = w.entities
+    del w
+
+    def queries(who: Any, what: Any) -> dict[str, float]:
+        tw, tt = [], []
+        for u, d in picks:
+            tw.append(_timed(lambda d=d: who(d))[1])
+            tt.append(_timed(lambda u=u: what(u))[1])
+        return {
+            "who_can_median_ms": round(statistics.median(tw) * 1000, 1),
+            "what_can_median_ms": round(statistics.median(tt) * 1000, 1),
+        }
+
+    for name in engines:
+        r: dict[str, Any] = {}
+        rss0 = _rss_mib()
+        if name == "in-process":
+            qi, r["load_s"], _ = _timed(lambda: QueryIndex(auth, facts, schema))
+            m, r["matrix_s"], _ = _timed(lambda qi=qi: access_matrix(auth, qi, ctx, schema=schema))
+            r["rows"] = len(m)
+            del m
+            r.update(
+                queries(
+                    lambda d, qi=qi: who_can(auth, qi, view, d, ctx, schema=schema),
+                    lambda u, qi=qi: what_can(auth, qi, u, None, ctx, schema=schema),
+                )
+            )
+        else:
+            from polang.datalog.sql import sql_engine
+
+            opts: dict[str, Any] = {}
+            if name == "duckdb":
+                opts["threads"] = args.threads
+            else:
+                from polang.datalog.sql.spark import spark_session
+
+                spark, r["jvm_start_s"], _ = _timed(
+                    lambda: spark_session(config={"spark.ui.showConsoleProgress": "false"})
+                )
+                spark.sparkContext.setLogLevel("ERROR")
+                opts["spark"] = spark
+            eng, r["load_s"], _ = _timed(
+                lambda name=name, opts=opts: sql_engine(
+                    auth, facts.entities, schema, engine=name, **opts
+                )
+            )
+            target = out_dir / f"matrix-{name}.parquet"
+            res, r["matrix_to_parquet_s"], _ = _timed(
+                lambda eng=eng, target=target: eng.access_matrix(ctx, output=target)
+            )
+            r["rows"] = res.stats.rows
+            r["batches"] = res.stats.batches
+            r["complete"] = res.complete
+            r.update(
+                queries(
+                    lambda d, eng=eng: eng.who_can(view, d, ctx),
+                    lambda u, eng=eng: eng.what_can(u, None, ctx),
+                )
+            )
+            eng.close()
+        r["rss_growth_mib"] = round(_rss_mib() - rss0, 1)
+        report["engines"][name] = {
+            k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()
+        }
+        print(json.dumps({name: report["engines"][name]}), flush=True)
+
+    if args.files:
+        import duckdb
+
+        src = out_dir / "entities.jsonl"
+        src.write_text("".join(json.dumps(e) + "\n" for e in entities_json))
+        pq_path = out_dir / "entities.parquet"
+        duckdb.sql(
+            f"COPY (SELECT * FROM read_json('{src}', format = 'newline_delimited')) "
+            f"TO '{pq_path}' (FORMAT parquet)"
+        )
+        from polang.datalog.sql import sql_engine
+
+        r = {}
+        eng, r["load_s"], _ = _timed(
+            lambda: sql_engine(auth, None, schema, files=[pq_path], threads=args.threads)
+        )
+        r.update(
+            queries(
+                lambda d: eng.who_can(view, d, ctx),
+                lambda u: eng.what_can(u, None, ctx),
+            )
+        )
+        eng.close()
+        report["engines"]["duckdb-parquet-files"] = r
+        print(json.dumps({"duckdb-parquet-files": r}), flush=True)
+
+    base = report["engines"].get("in-process")
+    if base:
+        ratios = {}
+        for name, r in report["engines"].items():
+            if name == "in-process" or "matrix_to_parquet_s" not in r:
+                continue
+            ratios[name] = {
+                "matrix_vs_in_process_matrix": round(
+                    r["matrix_to_parquet_s"] / base["matrix_s"], 2
+                ),
+                "rows_equal": r["rows"] == base["rows"],
+            }
+        report["ratios"] = ratios
+    report["peak_rss_mib"] = round(_peak_rss_mib(), 1)
+    print(json.dumps(report, indent=None if args.json else 2))
+    bad = any(not x["rows_equal"] for x in report.get("ratios", {}).values())
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

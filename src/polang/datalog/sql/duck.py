@@ -95,6 +95,9 @@ class DuckRunner:
             for t, i in zip(types.take(eids).to_pylist(), ids.take(eids).to_pylist(), strict=True)
         ]
 
+    def query(self, sql: str) -> list[tuple[Any, ...]]:
+        return list(self.con.execute(sql).fetchall())
+
     def _batches(self, job: Job) -> Iterator[Any]:
         self._uid_arrays()  # before the query: one open result per connection
         reader = self.con.sql(job.sql).to_arrow_reader(1_000_000)

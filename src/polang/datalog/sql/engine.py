@@ -112,6 +112,9 @@ class Job:
     text_sql: str
 
 
+_FILTER = "__polang_filter__"
+
+
 class Runner(Protocol):
     """What a backend offers the driver."""
 
@@ -123,6 +126,10 @@ class Runner(Protocol):
         ...
 
     def write(self, jobs: Sequence[Job], path: Path, fmt: Format, reasons: bool) -> int: ...
+
+    def query(self, sql: str) -> list[tuple[Any, ...]]:
+        """A small helper query (an entity's ancestors)."""
+        ...
 
 
 def _fallbacks_unique(fbs: list[Fallback]) -> list[Fallback]:
@@ -164,6 +171,8 @@ class SqlEngine:
         self._resource_eids = resource_eids
         self._count_of = count_of
         self.batch_pairs = batch_pairs
+        self._aqs: dict[Any, ActionQuery] = {}
+        self._tmpl: dict[Any, tuple[ActionQuery, tuple[str, str] | None]] = {}
 
     # -- SQL text ------------------------------------------------------------------------------
 
@@ -210,18 +219,63 @@ class SqlEngine:
             q = q.order_by(col("r", "d"), col("p", "d"), copy=False)
         return q.sql(dialect=self.runner.dialect)
 
-    def _job(self, aq: ActionQuery, where: exp.Expression | None, reasons: bool) -> Job | None:
-        dq = decision_query(aq, self.planner.fn, where=where, reasons=reasons)
+    def _templates(self, aq: ActionQuery, reasons: bool) -> tuple[str, str] | None:
+        """The action's two SQL texts with a marker where each batch's filter goes
+        (built once per action query: printing SQL costs more than running it)."""
+        key = (id(aq), reasons)
+        got = self._tmpl.get(key)
+        if got is not None and got[0] is aq:
+            return got[1]
+        dq = decision_query(aq, self.planner.fn, where=exp.column(_FILTER), reasons=reasons)
         if dq is None:
+            texts = None
+        else:
+            d = self.runner.dialect
+            ints = exp.select(exp.Star()).from_(alias(exp.Subquery(this=dq), "d"), copy=False)
+            ints = ints.order_by(col("r", "d"), col("p", "d"), copy=False)
+            text = ints.sql(dialect=d)
+            decoded = self._decoded(ints.args["from_"].this.this, aq.action, reasons).sql(dialect=d)
+            texts = (text, decoded)
+        self._tmpl[key] = (aq, texts)
+        return texts
+
+    def _job(self, aq: ActionQuery, where: exp.Expression | None, reasons: bool) -> Job | None:
+        texts = self._templates(aq, reasons)
+        if texts is None:
             return None
-        ints = exp.select(exp.Star()).from_(alias(exp.Subquery(this=dq), "d"), copy=False)
-        ints = ints.order_by(col("r", "d"), col("p", "d"), copy=False)
-        d = self.runner.dialect
-        return Job(
-            aq.action,
-            ints.sql(dialect=d),
-            self._decoded(dq.copy(), aq.action, reasons).sql(dialect=d),
+        f = "TRUE" if where is None else where.sql(dialect=self.runner.dialect)
+        return Job(aq.action, texts[0].replace(_FILTER, f), texts[1].replace(_FILTER, f))
+
+    def _action_query(
+        self,
+        action: EntityUID,
+        ctx: RecordValue | None,
+        principal_types: list[str] | None = None,
+        resource_types: list[str] | None = None,
+        fixed: dict[str, tuple[EntityUID, frozenset[EntityUID]]] | None = None,
+    ) -> ActionQuery:
+        """The planner's branches for an action, kept for the next query with the same
+        action, context, types and fixed entity."""
+        key = (
+            action,
+            None if ctx is None else repr(ctx),
+            tuple(principal_types) if principal_types is not None else None,
+            tuple(resource_types) if resource_types is not None else None,
+            None if not fixed else tuple((k, v[0], v[1]) for k, v in sorted(fixed.items())),
         )
+        aq = self._aqs.get(key)
+        if aq is None:
+            aq = self.planner.action_query(
+                action,
+                ctx,
+                principal_types=principal_types,
+                resource_types=resource_types,
+                fixed=fixed,
+            )
+            if len(self._aqs) >= 256:
+                self._aqs.pop(next(iter(self._aqs)))
+            self._aqs[key] = aq
+        return aq
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -301,7 +355,7 @@ class SqlEngine:
         budget = batch_pairs or self.batch_pairs
         jobs: list[tuple[ActionQuery, list[exp.Expression | None]]] = []
         for a in actions if actions is not None else self.population.actions:
-            aq = self.planner.action_query(a, ctx)
+            aq = self._action_query(a, ctx)
             if not aq.branches:
                 jobs.append((aq, []))
                 continue
@@ -319,6 +373,14 @@ class SqlEngine:
                     )
             jobs.append((aq, wheres))
         return self._run("matrix", jobs, output, format, reasons)
+
+    def _ancestors(self, uid: EntityUID) -> frozenset[EntityUID]:
+        """A stored entity's strict ancestors, read from the closure table."""
+        rows = self.runner.query(
+            "SELECT u.type, u.id FROM polang_anc AS a JOIN polang_uid AS u ON u.eid = a.aeid "
+            f"WHERE a.eid = {self._stored(uid, 'the entity')} AND a.aeid <> a.eid"
+        )
+        return frozenset(EntityUID(t, i) for t, i in rows)
 
     def _stored(self, uid: EntityUID, what: str) -> int:
         eid = self._eid_of(uid)
@@ -339,7 +401,8 @@ class SqlEngine:
         """Every principal allowed ``action`` on ``resource``, in order."""
         ctx = self._context(context)
         rid = self._stored(resource, "the resource")
-        aq = self.planner.action_query(action, ctx, resource_types=[resource.type])
+        fixed = {"r": (resource, self._ancestors(resource))}
+        aq = self._action_query(action, ctx, resource_types=[resource.type], fixed=fixed)
         where = exp.EQ(this=col("r", "x"), expression=num(rid))
         return self._run("who_can", [(aq, [where])], output, format, reasons)
 
@@ -356,6 +419,7 @@ class SqlEngine:
         """Every (action, resource) ``principal`` is allowed, by action then resource."""
         ctx = self._context(context)
         pid = self._stored(principal, "the principal")
+        anc = self._ancestors(principal)
         schema = self.population.schema
         jobs: list[tuple[ActionQuery, list[exp.Expression | None]]] = []
         for a in [action] if action is not None else self.population.actions:
@@ -363,7 +427,8 @@ class SqlEngine:
                 ad = schema.action(a)
                 if ad is None or not ad.applies_to or principal.type not in ad.principal_types:
                     continue
-            aq = self.planner.action_query(a, ctx, principal_types=[principal.type])
+            fixed = {"p": (principal, anc)}
+            aq = self._action_query(a, ctx, principal_types=[principal.type], fixed=fixed)
             jobs.append((aq, [exp.EQ(this=col("p", "x"), expression=num(pid))]))
         return self._run("what_can", jobs, output, format, reasons)
 

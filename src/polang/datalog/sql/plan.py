@@ -151,9 +151,31 @@ class Planner:
         return True
 
     def _scope_sql(
-        self, tests: Iterable[tuple[str, Any]], side: str, etype: str
+        self,
+        tests: Iterable[tuple[str, Any]],
+        side: str,
+        etype: str,
+        fixed: tuple[EntityUID, frozenset[EntityUID]] | None = None,
     ) -> exp.Expression | None:
-        """The scope tests on one side as SQL; None when they can never hold for ``etype``."""
+        """The scope tests on one side as SQL; None when they can never hold for ``etype``.
+
+        ``fixed``: the side is one stored entity with these ancestors (who_can's resource,
+        what_can's principal): its tests are decided here, so the query only carries the
+        policies whose scope admits it."""
+        if fixed is not None:
+            uid, anc = fixed
+            for op, arg in tests:
+                if op == "eq":
+                    ok = type(arg) is EntityUID and arg == uid
+                elif op == "scope_is":
+                    ok = uid.type == arg
+                elif op == "scope_in":
+                    ok = arg == uid or arg in anc
+                else:
+                    ok = uid in arg or not anc.isdisjoint(arg)
+                if not ok:
+                    return None
+            return exp.true()
         conds: list[exp.Expression] = []
         eid = col("eid", side)
         for op, arg in tests:
@@ -187,7 +209,7 @@ class Planner:
         *,
         principal_types: list[str] | None = None,
         resource_types: list[str] | None = None,
-        reasons: bool = False,
+        fixed: dict[str, tuple[EntityUID, frozenset[EntityUID]]] | None = None,
     ) -> ActionQuery:
         ptypes = (
             self.pop.types_for("principal", action) if principal_types is None else principal_types
@@ -201,11 +223,12 @@ class Planner:
                 continue
             forbid = pol.effect == "forbid"
             for tp in ptypes:
-                ps = self._scope_sql(pol.tests["principal"], "p", tp)
+                fx = fixed or {}
+                ps = self._scope_sql(pol.tests["principal"], "p", tp, fx.get("p"))
                 if ps is None:
                     continue
                 for tr in rtypes:
-                    rs = self._scope_sql(pol.tests["resource"], "r", tr)
+                    rs = self._scope_sql(pol.tests["resource"], "r", tr, fx.get("r"))
                     if rs is None:
                         continue
                     sel = self._branch(pol, action, tp, tr, context, land(ps, rs), forbid, aq)

@@ -80,6 +80,9 @@ class SparkRunner:
                 out.append((p, job.action, r, row["decision"]))
         return out
 
+    def query(self, sql: str) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in self.spark.sql(sql).collect()]
+
     def write(self, jobs: Sequence[Job], path: Path, fmt: Format, reasons: bool) -> int:
         """One Spark write of every job's rows: ``path`` becomes a directory of part files."""
         if not jobs:
