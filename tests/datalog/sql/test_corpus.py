@@ -1,6 +1,6 @@
 """SQL answers equal the in-process ones on conformance corpus files (matrix, who/what can).
 
-A deterministic sample by default (every ``POLANG_SQL_CORPUS_EVERY``-th file, 100 unless
+A deterministic sample by default (every ``POLANG_SQL_CORPUS_EVERY``-th file, 200 unless
 set); ``POLANG_SQL_CORPUS=all`` runs every file (minutes). The corpus is read from
 ../shared at test time (see tests/conftest.py).
 """
@@ -21,7 +21,7 @@ def _files(root: Path) -> list[Path]:
     files = list(corpus_files(root))
     if os.environ.get("POLANG_SQL_CORPUS") == "all":
         return files
-    every = int(os.environ.get("POLANG_SQL_CORPUS_EVERY", "100"))
+    every = int(os.environ.get("POLANG_SQL_CORPUS_EVERY", "200"))
     return files[::every]
 
 

@@ -60,7 +60,7 @@ CONTEXTS = [
 ]
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(8))
 def test_random_stores_without_schema(seed: int) -> None:
     """Conditions of every shape (joins, sets, tags, errors, mixed attribute types)."""
     rng = random.Random(seed)
@@ -88,15 +88,18 @@ def test_random_stores_without_schema(seed: int) -> None:
             eng.close()
 
 
-@pytest.mark.parametrize("cond", CONDITIONS)
-def test_each_condition_shape(cond: str) -> None:
-    """One permit and one forbid per condition: the three outcomes of each shape."""
-    rng = random.Random(hash(cond) % 1000)
-    text = (
-        f"permit(principal, action, resource) when {{ {cond} }};\n"
-        f'forbid(principal, action, resource is Doc in Folder::"f1") unless {{ {cond} }};\n'
-        'permit(principal in Group::"g0", action, resource);'
+@pytest.mark.parametrize("start", range(0, len(CONDITIONS), 4))
+def test_each_condition_shape(start: int) -> None:
+    """A permit and a forbid per condition: the three outcomes of each shape."""
+    conds = CONDITIONS[start : start + 4]
+    rng = random.Random(start)
+    text = "\n".join(
+        f'@id("c{i}") permit(principal, action, resource) when {{ {c} }};\n'
+        f'@id("f{i}") forbid(principal, action == Action::"edit", '
+        f'resource is Doc in Folder::"f1") unless {{ {c} }};'
+        for i, c in enumerate(conds)
     )
+    text += '\npermit(principal in Group::"g0", action, resource);'
     auth = Authorizer(parse_policies(text))
     facts = EntityFacts(random_entities(rng))
     ctx = RecordValue({"mfa": True, "level": 3})
@@ -104,7 +107,7 @@ def test_each_condition_shape(cond: str) -> None:
     try:
         got = eng.access_matrix(ctx, reasons=True)
         assert got.complete
-        assert_same(access_matrix(auth, facts, ctx), got, cond)
+        assert_same(access_matrix(auth, facts, ctx), got, " / ".join(conds))
     finally:
         eng.close()
 
