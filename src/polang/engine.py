@@ -39,6 +39,7 @@ from polang.refs import EntityInput, entity_or_reference
 if TYPE_CHECKING:  # imported on first use (start-up time): see tests/test_imports.py
     import ssl
 
+    from polang.authoring.diff import DiffResult
     from polang.datalog.explain import Explanation
     from polang.datalog.query import QueryResult
     from polang.store.model import PolicyStore
@@ -648,7 +649,25 @@ class Engine:
             request.resource,
             request.context,
             facts,
+            schema=snap.store.schema,
         )
+
+    def diff(
+        self,
+        other: Engine | None = None,
+        *,
+        entities: Iterable[Entity | Mapping[str, Any]] | None = None,
+        context: RecordValue | Mapping[str, Any] | None = None,
+    ) -> DiffResult:
+        """The exact change in the access matrix from this engine to ``other``
+        (another store) and/or to ``entities`` laid over it (new data): docs/diff.md.
+
+        ``context=None`` leaves the context unknown (entries that depend on it are
+        reported as conditional); give one, even ``{}``, for exact answers.
+        """
+        from polang.authoring.diff import diff
+
+        return diff(self, other, entities=entities, context=context)
 
     def _subject(
         self,
