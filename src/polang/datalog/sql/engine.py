@@ -27,7 +27,7 @@ from .tables import SqlError
 Format = Literal["parquet", "csv", "jsonl"]
 FORMATS = ("parquet", "csv", "jsonl")
 
-DEFAULT_BATCH_PAIRS = 200_000_000
+DEFAULT_BATCH_PAIRS = 50_000_000
 """A matrix batch covers at most this many (principal, resource) candidate pairs of one
 action (the upper bound of the rows its aggregation holds)."""
 
