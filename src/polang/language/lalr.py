@@ -255,7 +255,14 @@ def parse(tables: Tables, lexer: Lexer, text: str, start: str) -> Tree[Token] | 
                         if nones:
                             out.extend([None] * nones)
                         if splice:
-                            out.extend(kids[i].children)
+                            if out:
+                                out.extend(kids[i].children)
+                            else:
+                                # take over the spliced node's list (as lark does): a
+                                # repetition `(OROR x)*` then grows in place instead of
+                                # being copied once per element (quadratic: a 100,000
+                                # element chain took minutes)
+                                out = kids[i].children
                         else:
                             out.append(kids[i])
                     if append_none:
