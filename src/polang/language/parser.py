@@ -1030,15 +1030,24 @@ def parse_policies(text: str, filename: str | None = None) -> list[ast.Policy]:
     """All policies and templates of a ``.polang`` text, in source order.
 
     Results are memoized per ``(text, filename)`` (the AST is immutable), because stores
-    and test corpora parse the same texts again and again.
+    and test corpora parse the same texts again and again; texts longer than
+    :data:`MAX_CACHED_TEXT` are not kept (the cache's memory stays bounded).
     """
+    if len(text) > MAX_CACHED_TEXT:
+        return list(_parse_policies_text(text, filename))
     return list(_parse_policies_cached(text, filename))
 
 
-@functools.lru_cache(maxsize=512)
-def _parse_policies_cached(text: str, filename: str | None) -> tuple[ast.Policy, ...]:
+MAX_CACHED_TEXT = 256 * 1024
+"""The longest policy text whose parse is memoized (characters)."""
+
+
+def _parse_policies_text(text: str, filename: str | None) -> tuple[ast.Policy, ...]:
     src = _Source(text, filename)
     return tuple(_Converter(src).policies(_parse_tree(src, "policies")))
+
+
+_parse_policies_cached = functools.lru_cache(maxsize=512)(_parse_policies_text)
 
 
 def parse_policy(text: str, filename: str | None = None) -> ast.Policy:
