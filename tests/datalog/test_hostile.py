@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polang.datalog import explain as explain_mod
+from polang.datalog import query
 from polang.datalog.authorizer import Authorizer
 from polang.datalog.builtins import _like_segments, like_match
 from polang.datalog.compiled import CompiledBackend, Compiler
@@ -22,6 +23,7 @@ from polang.datalog.lower import lower_policies
 from polang.datalog.pycode import generate_policy
 from polang.datalog.pydatalog import PyDatalogBackend
 from polang.errors import PolicyParseError
+from polang.language.entities import Entity
 from polang.language.format import format_policies, policies_to_json
 from polang.language.parser import MAX_EXPRESSION_DEPTH, parse_policies
 from polang.language.schema import parse_schema
@@ -35,7 +37,7 @@ SCHEMA = parse_schema(
 USER = EntityUID("User", "u")
 ACTION = EntityUID("Action", "a")
 REQUEST = Request(USER, ACTION, USER, RecordValue({"n": 1}))
-FACTS = EntityFacts(list(SCHEMA.action_entities()))
+FACTS = EntityFacts([*SCHEMA.action_entities(), Entity(USER, {"n": 1})])
 
 SHAPES: dict[str, Callable[[int], str]] = {
     "plus": lambda d: "context.n" + " + 1" * d + " > 0",
@@ -115,6 +117,8 @@ def test_every_stage_fits_at_the_limit(shape: str) -> None:
         decisions.add(PyDatalogBackend(program).decide(REQUEST, FACTS).allow)
         assert len(decisions) == 1  # the backends agree
         explain_mod.explain(authorizer, USER, ACTION, USER, REQUEST.context, FACTS)
+        query.who_can(authorizer, FACTS, ACTION, USER, REQUEST.context, schema=SCHEMA)
+        query.what_can(authorizer, FACTS, USER, ACTION, None, schema=SCHEMA)
 
     below_a_deep_caller(stages)
 
