@@ -748,6 +748,53 @@ def test_fast_path_agrees_with_the_full_parser(corpus_dir: Path) -> None:
     assert checked > 1000 and fast > checked // 8  # the corpus is rich in extension values
 
 
+def test_tags_take_the_fast_path_with_the_full_parsers_values_and_errors() -> None:
+    """Entities with tags are converted by the fast path (tag values by the declared tag
+    type); everything it does not take still gets the full parser's entity or error."""
+    from polang.language import entities as ent_mod
+
+    schema = parse_schema(
+        "entity G; entity U in [G] = { n: Long } tags Set<ipaddr>;"
+        "entity S = { n: Long } tags String; entity N = { n: Long };"
+    )
+    base = {"uid": {"type": "U", "id": "u"}, "attrs": {"n": 1}, "parents": []}
+    for tags in (
+        {},
+        {"a": ["10.0.0.1"], "b": [{"__extn": {"fn": "ip", "arg": "::1"}}, "1.2.3.0/24"]},
+    ):
+        obj = {**base, "tags": tags}
+        quick = ent_mod._fast_entity(obj, schema)
+        assert quick is not None
+        full = ent_mod._parse_entity(obj, schema, "$[0]")
+        assert RecordValue(quick.tags) == RecordValue(full.tags)
+        assert set(quick.tags) == set(tags)
+        for k, v in quick.tags.items():
+            assert value_eq(v, full.tags[k])
+    s_obj = {"uid": {"type": "S", "id": "s"}, "attrs": {"n": 1}, "tags": {"k": "v"}}
+    quick_s = ent_mod._fast_entity(s_obj, schema)
+    assert quick_s is not None and quick_s.tags == {"k": "v"}
+    # deferred, and the full parser's error comes out with its path
+    for obj, message in (
+        ({**base, "tags": {"a": ["10.0.0.999"]}}, r"\$\[0\]\.tags\.a\[0\]"),
+        ({**base, "tags": {"a": "10.0.0.1"}}, r"\$\[0\]\.tags\.a"),
+        ({**base, "tags": None}, r"\$\[0\]\.tags"),
+        ({**base, "tags": []}, r"\$\[0\]\.tags"),
+        ({**s_obj, "tags": {"k": 1}}, r"\$\[0\]\.tags\.k.*expected String"),
+        (
+            {"uid": {"type": "N", "id": "n"}, "attrs": {"n": 1}, "tags": {"k": "v"}},
+            r"does not allow tags",
+        ),
+    ):
+        assert ent_mod._fast_entity(obj, schema) is None, obj
+        with pytest.raises(EntityError, match=message):
+            parse_entity(obj, schema)
+    # an entity of a type without tags, given empty tags, is the same entity either way
+    empty = {"uid": {"type": "N", "id": "n"}, "attrs": {"n": 1}, "tags": {}}
+    quick_n = ent_mod._fast_entity(empty, schema)
+    assert quick_n is not None and quick_n.tags == {}
+    assert ent_mod._parse_entity(empty, schema, "$[0]").tags == {}
+
+
 def test_mapped_form_fast_path_equals_the_full_parse() -> None:
     from polang.language import entities as ent_mod
     from polang.language.schema import parse_schema

@@ -513,12 +513,13 @@ def _uid_for_message(obj: object, key: str = "uid") -> EntityUID | None:
 # -- the per-request fast path -------------------------------------------------------------
 #
 # Request entities arrive as plain dicts on every call. For the common case (an entity of a
-# declared, non-enumerated type with well-typed attributes and parents, no tags) this path
+# declared, non-enumerated type with well-typed attributes, parents and tags) this path
 # converts without building JSON paths or error context. On anything else it gives up
 # (returns None) and the full parser above runs, so every error is still the full
 # parser's error, with its path. tests/language/test_entities.py checks both agree.
 
 _GIVE_UP = None
+_NO_TAGS: Any = object()
 
 _VALID_TYPE_NAMES: set[str] = set()
 """Entity type names already found valid (``name_error`` is a regex per segment)."""
@@ -674,8 +675,29 @@ def _fast_record(
     return fields
 
 
+def _fast_tags(tags: Any, et: Any, schema: Schema) -> dict[str, Any] | None:
+    """The tags converted by the type's declared tag type; None to defer (no tags declared,
+    a non-string key, a value the fast path does not take)."""
+    if type(tags) is not dict:
+        return None
+    if not tags:
+        return {}
+    t = et.tags
+    if t is None:
+        return None
+    out: dict[str, Any] = {}
+    for k, x in tags.items():
+        if type(k) is not str:
+            return None
+        v = _fast_value(x, t, schema)
+        if v is None:
+            return None
+        out[k] = v
+    return out
+
+
 def _fast_entity(o: Any, schema: Schema) -> Entity | None:
-    if type(o) is not dict or o.get("tags") or not o.keys() <= ENTITY_KEYS:
+    if type(o) is not dict or not o.keys() <= ENTITY_KEYS:
         return None
     uid = _fast_uid(o.get("uid"))
     attrs = o.get("attrs")
@@ -697,7 +719,13 @@ def _fast_entity(o: Any, schema: Schema) -> Entity | None:
         if pet is not None and pet.enum is not None:
             return None
         parent_uids.add(pu)
-    return Entity(uid, fields, parent_uids, {})
+    tags = o.get("tags", _NO_TAGS)
+    if tags is _NO_TAGS:
+        return Entity(uid, fields, parent_uids, {})
+    tag_values = _fast_tags(tags, et, schema)
+    if tag_values is None:
+        return None
+    return Entity(uid, fields, parent_uids, tag_values)
 
 
 def parse_entity(obj: object, schema: Schema | None = None, *, path: str = "$[0]") -> Entity:
