@@ -13,6 +13,7 @@ import shutil
 import ssl
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ import trustme
 import polang
 from polang import Engine, TokenError, TokenInput
 from polang.errors import MAX_MESSAGE_CHARS, PolangError, PolicyStoreError, RequestError
-from tokens.oidc_server import OidcProvider, body
+from tokens.oidc_server import OidcProvider, blocked, body, redirect
 from tokens.test_engine_multi_issuer import ACCESS, READ, SCHEMA, doc, issuers_for, write_store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -163,6 +164,8 @@ def test_11_token_size_limit_is_configurable_and_names_itself(
     engine, acme = engine_for(ENGINE_TOKEN_MAX_SIZE=1000)
     [(kind, message)] = dropped(engine, acme.token(pad="x" * 2000))
     assert "ENGINE_TOKEN_MAX_SIZE (1000)" in message, (kind, message)
+    [(kind, message)] = dropped(engine, acme.token()[:-4] + "\u00e9\u00e9\u00e9\u00e9")
+    assert "ASCII" in message, (kind, message)
 
 
 # ---------------------------------------------------------------- issue 11: requests, entities
@@ -338,3 +341,56 @@ def test_security_md_properties_exist_with_their_documented_defaults(prop: str) 
 def test_polang_public_names_used_here_exist() -> None:
     for name in ("Engine", "TokenInput", "TokenError"):
         assert hasattr(polang, name)
+
+
+# ---------------------------------------------------------------- issue 11: more fetch paths
+
+
+def test_11_engine_store_url_redirected_from_https_to_http_is_refused(
+    server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext, tmp_path: Path
+) -> None:
+    archive = tmp_path / "s.parc"
+    r = run_cli("store", "pack", str(STORE), "-o", str(archive))
+    assert r.returncode == 0, r.stderr
+    secure = OidcProvider(server_ctx).start()
+    plain = OidcProvider(server_ctx, tls=False).start()
+    try:
+        plain.routes["/s.parc"] = body(archive.read_bytes())
+        secure.routes["/s.parc"] = lambda h: redirect(plain.url("/s.parc"))(h)
+        cfg = {"ENGINE_POLICY_STORE_URI": secure.url("/s.parc"), "ENGINE_HTTP_MAX_RETRIES": 0}
+        with pytest.raises(PolicyStoreError, match="refused"):
+            Engine(cfg, ssl_context=client_ctx)
+        assert plain.requests["/s.parc"] == 0
+    finally:
+        secure.stop()
+        plain.stop()
+
+
+def test_11_a_known_key_never_waits_behind_a_forged_kid_through_the_engine(
+    engine_for: Callable[..., tuple[Engine, OidcProvider]],
+) -> None:
+    engine, acme = engine_for(ENGINE_HTTP_REQUEST_TIMEOUT=20, ENGINE_JWKS_MIN_REFRESH_INTERVAL=0)
+    good = engine.authorize_multi_issuer([TokenInput(ACCESS, acme.token())], READ, doc())
+    assert good.dropped_tokens == []  # keys known now
+    release, entered = threading.Event(), threading.Event()
+    acme.routes[acme.jwks_path] = blocked(release, acme.serve, entered)
+    stranger = acme.add_key("RS256", kid="made-up", slot=2, publish=False)
+    attacker = threading.Thread(target=lambda: dropped(engine, acme.token(key=stranger)))
+    try:
+        attacker.start()
+        assert entered.wait(10)  # the forged kid's refetch hangs on the JWKS
+        done = threading.Event()
+        out: list[Any] = []
+
+        def legit() -> None:
+            out.append(
+                engine.authorize_multi_issuer([TokenInput(ACCESS, acme.token())], READ, doc())
+            )
+            done.set()
+
+        threading.Thread(target=legit, daemon=True).start()
+        assert done.wait(10), "a token with known keys waited behind the refetch"
+        assert out[0].dropped_tokens == []
+    finally:
+        release.set()
+        attacker.join(30)
