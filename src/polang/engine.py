@@ -31,7 +31,7 @@ from polang.errors import (
 from polang.language.entities import Entity, parse_context, parse_value
 from polang.language.parser import parse_entity_uid
 from polang.language.schema import Schema
-from polang.language.validate import validate_request
+from polang.language.validate import parsed_context_is_valid, validate_request
 from polang.language.values import EntityUID, RecordValue
 from polang.logs import Logger, LogSettings, uuid7, uuid7_many
 from polang.refs import EntityInput, entity_or_reference
@@ -497,7 +497,7 @@ class Engine:
         principal: EntityUID | None,
         action: EntityUID,
         resource: EntityUID,
-        context: RecordValue,
+        context: RecordValue | None,
         schema: Schema,
     ) -> None:
         """With strict validation on, a request the schema cannot have is an error, not a
@@ -529,7 +529,11 @@ class Engine:
             puid, prin = self._part(snap, principal, "principal")
             request_entities.extend(prin)
         ctx = self._context(context, act, schema)
-        self._check_request(puid, act, ruid, ctx, schema)
+        # a context parsed from JSON by the action's type is checked already (when its type
+        # leaves nothing to validation); None and a caller's RecordValue are not
+        parsed = context is not None and not isinstance(context, RecordValue)
+        checked = parsed and parsed_context_is_valid(schema, act)
+        self._check_request(puid, act, ruid, None if checked else ctx, schema)
         return Request(puid, act, ruid, ctx), snap.facts.with_entities(request_entities)
 
     def _token_request(

@@ -888,3 +888,75 @@ def test_mapped_form_never_reads_the_mapping_key_as_an_attribute() -> None:
     obj = {"cedar_entity_mapping": {"entity_type": "U", "id": "a"}, "n": 1}
     e = parse_mapped_entity(obj, schema)
     assert e.uid == EntityUID("U", "a") and e.attrs == {"n": 1}
+
+
+def test_a_parsed_context_passes_validation_where_the_parse_is_said_to_suffice(
+    corpus_dir: Path,
+) -> None:
+    """The engine skips validate_request's context checks for a context parse_context
+    accepted when parsed_context_is_valid says so: over the corpus, such a context never
+    has a finding, and the types the parse does not cover are reported as not covered."""
+    from polang.language.validate import parsed_context_is_valid, validate_request
+
+    checked = covered = 0
+    specs = sorted((corpus_dir / "corpus-tests").glob("*.json"))
+    for spec_file in [f for f in specs if not f.name.endswith(".entities.json")][::4]:
+        spec = json.loads(spec_file.read_text())
+        schema = parse_schema((corpus_dir / spec["schema"]).read_text())
+        for req in spec["requests"]:
+            action = EntityUID(req["action"]["type"], req["action"]["id"])
+            if schema.action(action) is None or not isinstance(req.get("context"), dict):
+                continue
+            try:
+                ctx = parse_context(req["context"], schema, action)
+            except PolangError:
+                continue
+            checked += 1
+            if parsed_context_is_valid(schema, action):
+                covered += 1
+                assert validate_request(None, action, None, ctx, schema) == [], req
+    assert checked > 300 and covered > checked // 2
+
+    ctx_types = {
+        "a": {"type": "Record", "attributes": {"n": {"type": "Long"}}},
+        "b": {"type": "Record", "attributes": {}, "additionalAttributes": True},
+        "c": {
+            "type": "Record",
+            "attributes": {
+                "s": {
+                    "type": "Set",
+                    "element": {"type": "Record", "attributes": {}, "additionalAttributes": True},
+                }
+            },
+        },
+    }
+    from polang.language.schema import parse_schema_json
+
+    schema = parse_schema_json(
+        json.dumps(
+            {
+                "": {
+                    "entityTypes": {"U": {}},
+                    "actions": {
+                        name: {
+                            "appliesTo": {
+                                "principalTypes": ["U"],
+                                "resourceTypes": ["U"],
+                                "context": t,
+                            }
+                        }
+                        for name, t in ctx_types.items()
+                    },
+                }
+            }
+        )
+    )
+    assert parsed_context_is_valid(schema, EntityUID("Action", "a"))
+    assert not parsed_context_is_valid(schema, EntityUID("Action", "b"))
+    assert not parsed_context_is_valid(schema, EntityUID("Action", "c"))
+    assert not parsed_context_is_valid(schema, EntityUID("Action", "undeclared"))
+    # what the parse leaves to validation is still found by it
+    b = EntityUID("Action", "b")
+    ctx = parse_context({"x": {"__entity": {"type": "Action", "id": "nope"}}}, schema, b)
+    findings = validate_request(None, b, None, ctx, schema)
+    assert [f.kind for f in findings] == ["undeclared_action"]

@@ -34,6 +34,7 @@ __all__ = [
     "ValidationFinding",
     "check_multi_issuer_schema",
     "check_policies",
+    "parsed_context_is_valid",
     "validate_entities",
     "validate_policies",
     "validate_request",
@@ -430,6 +431,29 @@ def _plain_value(v: Value, t: sm.SchemaType, schema: sm.Schema) -> bool:
 
 
 _PRIM_CLASSES: dict[str, type] = {"Bool": bool, "Long": int, "String": str}
+
+
+def parsed_context_is_valid(schema: sm.Schema, action: EntityUID) -> bool:
+    """True when every context that ``parse_context(data, schema, action)`` accepts passes
+    :func:`validate_request`'s context checks too, so a request whose context came from that
+    parse need not be checked again: the parse conforms it to the context type and checks
+    enumerated ids; what it leaves to validation is action uids and the untyped values of
+    open records (``additional``), so a context type with either anywhere is not covered."""
+
+    def build() -> frozenset[EntityUID]:
+        def covered(t: sm.SchemaType) -> bool:
+            if isinstance(t, sm.EntityRefType):
+                return not is_action_type(t.name)
+            if isinstance(t, sm.SetType):
+                return covered(t.element)
+            if isinstance(t, sm.RecordType):
+                return not t.additional and all(covered(a.type) for a in t.attributes.values())
+            return isinstance(t, sm.PrimType | sm.ExtensionType)
+
+        return frozenset(uid for uid, ad in schema.actions.items() if covered(ad.context))
+
+    table: frozenset[EntityUID] = schema._cached("validate.parsed_contexts", build)
+    return action in table
 
 
 def validate_request(
