@@ -6,6 +6,7 @@ import itertools
 import json
 import logging
 import math
+import os
 import re
 import threading
 import uuid
@@ -839,3 +840,28 @@ def test_redact_tokens_property(claims: dict[str, object], before: str, after: s
 @given(st.text(alphabet=st.characters(blacklist_characters=".")))
 def test_redact_tokens_leaves_dotless_text_alone(text: str) -> None:
     assert redact_tokens(text) == text
+
+
+def test_uuid7_draws_random_bytes_in_pools_and_refills_after_a_fork(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One draw of random bytes serves many ids (not one or two draws per id); a process
+    with another pid (a forked child) draws its own pool, so it never repeats its parent's
+    ids."""
+    import polang.logs as logs_mod
+
+    draws: list[int] = []
+
+    def random_bytes(n: int) -> bytes:
+        draws.append(n)
+        return os.urandom(n)
+
+    ms = itertools.count(1)
+    gen = UUIDv7Generator(clock_ms=lambda: next(ms), random_bytes=random_bytes)
+    ids = [gen() for _ in range(200)] + gen.many(50)
+    assert len(set(ids)) == 250 and ids == sorted(ids)
+    assert len(draws) <= 2  # 200 new milliseconds: each id takes a counter seed and a tail
+    before, parent = len(draws), gen._pool
+    monkeypatch.setattr(logs_mod.os, "getpid", lambda: -42)
+    gen()
+    assert len(draws) == before + 1 and gen._pool is not parent

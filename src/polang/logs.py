@@ -130,11 +130,28 @@ class UUIDv7Generator:
         self._lock = threading.Lock()
         self._last_ms = -1
         self._counter = 0
+        # random bytes drawn _POOL_BYTES at a time (one os.urandom call per ~300 ids instead
+        # of one or two per id); refilled in a forked child so parent and child never share
+        self._pool = b""
+        self._pool_pos = 0
+        self._pool_pid = -1
+
+    _POOL_BYTES: Final = 4096
+
+    def _draw(self, n: int) -> bytes:
+        """``n`` random bytes from the pool; the caller holds the lock."""
+        pos = self._pool_pos
+        if pos + n > len(self._pool) or self._pool_pid != os.getpid():
+            self._pool = self._random_bytes(max(n, self._POOL_BYTES))
+            self._pool_pid = os.getpid()
+            pos = 0
+        self._pool_pos = pos + n
+        return self._pool[pos : pos + n]
 
     def _random_int(self, bits: int) -> int:
         if bits <= 0:
             return 0
-        raw = int.from_bytes(self._random_bytes((bits + 7) // 8), "big")
+        raw = int.from_bytes(self._draw((bits + 7) // 8), "big")
         return raw & ((1 << bits) - 1)
 
     def __call__(self) -> str:
@@ -150,11 +167,11 @@ class UUIDv7Generator:
                     self._last_ms += 1
                     self._counter = self._random_int(self._counter_bits - 1)
             ms, counter = self._last_ms, self._counter
+            tail = 0
+            if self._tail_bytes:
+                tail = int.from_bytes(self._draw(self._tail_bytes), "big") & self._tail_mask
         if not 0 <= ms < 1 << 48:
             raise LogError(f"UUIDv7 timestamp {ms} ms is outside the 48-bit range")
-        tail = 0
-        if self._tail_bytes:
-            tail = int.from_bytes(self._random_bytes(self._tail_bytes), "big") & self._tail_mask
         rand = (counter << self._random_tail_bits) | tail
         # 48-bit ms, version 7, rand_a (12 bits), variant 0b10, rand_b (62 bits)
         value = (ms << 80) | _UUID7_VERSION | ((rand >> 62) << 64) | _UUID7_VARIANT
@@ -170,10 +187,10 @@ class UUIDv7Generator:
         clock = self._clock_ms
         now = time.time_ns() // 1_000_000 if clock is None else int(clock())
         size = self._tail_bytes
-        pool = self._random_bytes(size * n) if size else b""
         mask, tail_bits = self._tail_mask, self._random_tail_bits
         out: list[str] = []
         with self._lock:
+            pool = self._draw(size * n) if size else b""
             for k in range(n):
                 if now > self._last_ms:
                     self._last_ms = now
