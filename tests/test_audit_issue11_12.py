@@ -394,3 +394,96 @@ def test_11_a_known_key_never_waits_behind_a_forged_kid_through_the_engine(
     finally:
         release.set()
         attacker.join(30)
+
+
+# ---------------------------------------------------------------- issue 12: Cedarling, end to end
+
+CEDARLING_SCHEMA = """namespace Jans {
+    type Url = {"host": String, "path": String, "protocol": String};
+    entity TrustedIssuer = {"issuer_entity_id": Url};
+    entity Access_token = {"aud"?: String, "exp"?: Long, "jti"?: String, "country"?: String}
+        tags Set<String>;
+    entity Application = {"name": String};
+    action "Use" appliesTo {
+        principal: [Application],
+        resource: [Application],
+        context: { tokens: { total_token_count: Long, jans_access_token?: Access_token } }
+    };
+    action "Read" appliesTo { principal: [Application], resource: [Application], context: {} };
+}
+"""
+
+CEDARLING_POLICY = """@id("scoped-use")
+permit (principal, action == Jans::Action::"Use", resource is Jans::Application)
+when {
+    context.tokens has jans_access_token &&
+    context.tokens.jans_access_token.hasTag("scope") &&
+    context.tokens.jans_access_token.getTag("scope").contains("use")
+};
+"""
+
+
+def test_12_a_cedarling_form_store_decides_real_tokens_through_the_engine(
+    tmp_path: Path, server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext
+) -> None:
+    """One issuer record per file (``configuration_endpoint``, ``id``, old ``access_tokens``
+    field), metadata without timestamps, a sha1 manifest that lists itself, tokens required
+    in the context, no ``iss`` in the token type, a claim that does not fit its attribute."""
+    from store.storekit import write_tree
+    from store.test_cedarling_forms import METADATA, with_manifest
+
+    idp = OidcProvider(server_ctx, prefix="/jans")
+    idp.add_key("RS256")
+    idp.start()
+    try:
+        record = {
+            "id": "jans-idp",
+            "name": "Jans",
+            "description": "",
+            "configuration_endpoint": idp.discovery_url,
+            "access_tokens": {"trusted": True},
+            "token_metadata": {"access_token": {"entity_type_name": "Jans::Access_token"}},
+        }
+        files: dict[str, str | bytes] = {
+            "metadata.json": json.dumps(METADATA),
+            "schema.polangschema": CEDARLING_SCHEMA,
+            "policies/use.polang": CEDARLING_POLICY,
+            "trusted-issuers/jans.json": json.dumps(record),
+        }
+        assert "updated_date" not in files["metadata.json"]
+        root = write_tree(tmp_path / "store", with_manifest(files))
+        assert "manifest.json" in json.loads((root / "manifest.json").read_text())["files"]
+        engine = Engine(
+            {"ENGINE_POLICY_STORE_LOCAL_FN": str(root), "ENGINE_HTTP_MAX_RETRIES": 0},
+            ssl_context=client_ctx,
+        )
+        try:
+            app = {"uid": {"type": "Jans::Application", "id": "a"}, "attrs": {"name": "A"}}
+            use = 'Jans::Action::"Use"'
+            token = idp.token(scope=["use"], country=["US", "CA"])
+            r = engine.authorize_multi_issuer([TokenInput("Jans::Access_token", token)], use, app)
+            assert (r.decision, r.dropped_tokens) == (True, []), r
+            r = engine.authorize_multi_issuer(
+                [TokenInput("Jans::Access_token", idp.token(scope=["other"]))], use, app
+            )
+            assert r.decision is False
+            # an action used only unsigned, with context {}, does not break the above
+            assert engine.authorize_unsigned('Jans::Action::"Read"', app, {}, app).decision is False
+        finally:
+            engine.close()
+    finally:
+        idp.stop()
+
+
+def test_12_cli_store_validate_warns_on_unknown_fields_and_strict_refuses(tmp_path: Path) -> None:
+    from store.storekit import write_tree
+    from store.test_cedarling_forms import cedarling_files
+
+    root = write_tree(tmp_path / "store", cedarling_files())
+    lax = run_cli("store", "validate", str(root))
+    assert lax.returncode == 0, lax.stdout + lax.stderr
+    assert "access_tokens" in lax.stdout + lax.stderr
+    strict = run_cli("store", "validate", "--strict", str(root))
+    assert strict.returncode != 0
+    assert "access_tokens" in strict.stdout + strict.stderr
+    assert "Traceback" not in strict.stdout + strict.stderr
