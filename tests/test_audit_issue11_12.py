@@ -487,3 +487,15 @@ def test_12_cli_store_validate_warns_on_unknown_fields_and_strict_refuses(tmp_pa
     assert strict.returncode != 0
     assert "access_tokens" in strict.stdout + strict.stderr
     assert "Traceback" not in strict.stdout + strict.stderr
+
+
+def test_11_a_5000_digit_integer_in_an_unsigned_token_is_a_plain_drop(
+    engine_for: Callable[..., tuple[Engine, OidcProvider]],
+) -> None:
+    """Python's own message advised sys.set_int_max_str_digits(), a process-wide change."""
+    engine, acme = engine_for()
+    payload = b64(('{"iss": "' + acme.issuer + '", "exp": ' + "9" * 5000 + "}").encode())
+    head = b64(b'{"alg": "RS256", "typ": "JWT"}')
+    [(kind, message)] = dropped(engine, f"{head}.{payload}.c2ln")
+    assert kind == "invalid_input" and "more than 4,300 digits" in message, message
+    assert "set_int_max_str_digits" not in message

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any
 
 from polang.errors import PolangError
@@ -79,6 +80,12 @@ def loads(
     except json.JSONDecodeError as e:
         raise error(f"{what}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     except (ValueError, RecursionError) as e:  # e.g. an integer of more than 4,300 digits
+        if "integer string conversion" in str(e):
+            # Python's text advises sys.set_int_max_str_digits(), a process-wide change
+            raise error(
+                f"{what}: invalid JSON: an integer has more than "
+                f"{sys.get_int_max_str_digits():,} digits"
+            ) from None
         raise error(f"{what}: invalid JSON: {str(e)[:200]}") from None
 
 
