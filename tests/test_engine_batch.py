@@ -398,3 +398,49 @@ def test_results_built_by_slots_equal_the_dataclass_constructors() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.decision = True  # type: ignore[misc]
     assert _new_result(True, "r", [], [], []).response.decision == "allow"
+
+
+def test_compiled_decide_many_equals_decide_per_request() -> None:
+    """The compiled backend's public ``decide_many`` (the batch loop) gives, per request,
+    what ``decide`` gives: decision, reasons in order, erroring policies and their
+    messages, including requests that share a combined outcome (the memo)."""
+    from polang.datalog.authorizer import Authorizer
+    from polang.datalog.compiled import CompiledBackend
+    from polang.datalog.facts import EntityFacts, Request
+    from polang.language.entities import Entity
+    from polang.language.parser import parse_policies
+    from polang.language.values import RecordValue
+
+    policies = parse_policies(
+        'permit (principal, action == Action::"view", resource) when { resource.n > 1 };'
+        'permit (principal, action == Action::"view", resource)'
+        "when { resource.owner == principal };"
+        "forbid (principal, action, resource) when { resource.n == 13 };"
+        "permit (principal, action, resource) when { resource.missing == 1 };"
+        "permit (principal, action, resource) when { resource.n + 9223372036854775807 > 0 };"
+    )
+    auth = Authorizer(policies)
+    backend = auth.backend
+    assert isinstance(backend, CompiledBackend)
+    alice, view = EntityUID("User", "alice"), EntityUID("Action", "view")
+    entities = [Entity(alice, {}, set(), {})]
+    requests, facts = [], []
+    for i, n in enumerate([0, 1, 2, 13, 2, 0, -5, 13]):
+        doc = EntityUID("Doc", f"d{i}")
+        owner = alice if i % 3 == 0 else EntityUID("User", "bob")
+        entities.append(Entity(doc, {"n": n, "owner": owner}, set(), {}))
+        requests.append(Request(alice, view, doc, RecordValue()))
+    fx = EntityFacts(entities)
+    facts = [fx] * len(requests)
+    many = backend.decide_many(requests, facts)
+    one = [backend.decide(r, f) for r, f in zip(requests, facts, strict=True)]
+    assert len({m.allow for m in many}) == 2  # both decisions occur
+    assert any(m.errors for m in many)  # and errors
+    for m, o in zip(many, one, strict=True):
+        assert (m.allow, m.reasons) == (o.allow, o.reasons)
+        assert [(p, e.message, e.kind) for p, e in m.errors] == [
+            (p, e.message, e.kind) for p, e in o.errors
+        ]
+    assert auth.decide_batch(requests, facts) == [
+        auth.decide(r, f) for r, f in zip(requests, facts, strict=True)
+    ]

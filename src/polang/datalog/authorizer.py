@@ -10,18 +10,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from polang.datalog.compiled import (
-    CompiledBackend,
-    RawDecision,
-    _bool_error,
-    _Plan,
-    _unknown_error,
-)
+from polang.datalog.compiled import CompiledBackend, RawDecision
 from polang.datalog.facts import EntityFacts, Request
 from polang.datalog.ir import Program
 from polang.datalog.lower import lower_policies
-from polang.datalog.pycode import OUT_OF_SCOPE
-from polang.errors import ConfigError, EvaluationError
+from polang.errors import ConfigError
 from polang.language.ast import Policy
 from polang.language.entities import Entity, EntityStore
 from polang.language.values import EntityUID, RecordValue
@@ -126,8 +119,6 @@ class Authorizer:
         many = getattr(backend, "decide_many", None)
         if many is not None:
             return [_from_raw(raw) for raw in many(requests, facts)]
-        if isinstance(backend, CompiledBackend) and _DRIVES_COMPILED:
-            return _compiled_decide_many(backend, requests, facts)
         decide = self.decide
         return [decide(r, f) for r, f in zip(requests, facts, strict=True)]
 
@@ -144,88 +135,3 @@ def _from_raw(raw: RawDecision) -> Decision:
         raw.reasons,
         [PolicyErrorInfo(pid, e.message, e.kind) for pid, e in errors] if errors else [],
     )
-
-
-_DRIVES_COMPILED = all(
-    hasattr(CompiledBackend, name) for name in ("_plan", "_decision")
-) and hasattr(_Plan, "select")
-"""Whether the compiled backend still has the parts the batch loop below drives (else
-batches are decided one request at a time: the same answers, slower)."""
-
-
-def _compiled_decide_many(
-    backend: CompiledBackend, requests: Sequence[Request], facts: Sequence[EntityFacts]
-) -> list[Decision]:
-    """``CompiledBackend.decide`` over many requests, the policy-combining step run once
-    per distinct outcome: a list view's requests mostly land on a few.
-
-    Each request still runs its own candidates (their conditions read its resource). The
-    combined decision depends only on which candidates ran (the runnable list ``select``
-    gives, one cached object per pair of index selections) and what each gave (out of
-    scope, true, false, an error), so those two are the memo's key; each request's errors
-    keep their own messages.
-    """
-    plan_of = backend._plan
-    combine = backend._decision
-    memo: dict[tuple[int, tuple[int, ...]], tuple[Any, bool, list[str], list[str]]] = {}
-    out: list[Decision] = []
-    for request, fx in zip(requests, facts, strict=True):
-        plan = plan_of(request.action, fx.ancestors_of(request.action))
-        get = fx.get
-        principal = request.principal
-        pe = None if principal is None else get(principal)
-        re = get(request.resource)
-        runnable = plan.select(request, fx)
-        codes: list[int] = []  # per runnable: 0 out of scope, 1 true, 2 false, 3 error
-        errs: dict[str, EvaluationError] = {}
-        for run, pids in runnable:
-            try:
-                v = run(request, fx, pe, re)
-            except EvaluationError as e:
-                codes.append(3)
-                for pid in pids:
-                    errs[pid] = e
-                continue
-            if v is OUT_OF_SCOPE:
-                codes.append(0)
-            elif v is True:
-                codes.append(1)
-            elif v is False:
-                codes.append(2)
-            else:
-                codes.append(3)
-                not_bool = _bool_error(v)
-                for pid in pids:
-                    errs[pid] = not_bool
-        key = (id(runnable), tuple(codes))
-        hit = memo.get(key)
-        if hit is None:
-            scope: set[str] = set()
-            true: set[str] = set()
-            false: set[str] = set()
-            for (_, pids), code in zip(runnable, codes, strict=True):
-                if code:
-                    scope |= pids
-                    if code == 1:
-                        true |= pids
-                    elif code == 2:
-                        false |= pids
-            raw = combine(plan, scope, true, false, errs, [])
-            # the entry holds ``runnable``: its id stays its own while the memo lives
-            hit = (runnable, raw.allow, raw.reasons, [pid for pid, _ in raw.errors])
-            memo[key] = hit
-        errored = hit[3]
-        out.append(
-            Decision(
-                hit[1],
-                list(hit[2]),  # the memo's list is shared: each decision gets its own
-                [
-                    PolicyErrorInfo(pid, e.message, e.kind)
-                    for pid in errored
-                    for e in (errs.get(pid) or _unknown_error(),)
-                ]
-                if errored
-                else [],
-            )
-        )
-    return out

@@ -724,6 +724,78 @@ class CompiledBackend:
                     errs[pid] = not_bool
         return self._decision(plan, scope, true, false, errs, [])
 
+    def decide_many(
+        self, requests: Sequence[Request], facts: Sequence[EntityFacts]
+    ) -> list[RawDecision]:
+        """:meth:`decide` over many requests (each over its facts), the policy-combining
+        step run once per distinct outcome: a list view's requests mostly land on a few.
+
+        Each request still runs its own candidates (their conditions read its resource). The
+        combined decision depends only on which candidates ran (the runnable list ``select``
+        gives, one cached object per pair of index selections) and what each gave (out of
+        scope, true, false, an error), so those two are the memo's key; each request's
+        errors keep their own messages.
+        """
+        memo: dict[tuple[int, tuple[int, ...]], tuple[Any, bool, list[str], list[str]]] = {}
+        out: list[RawDecision] = []
+        for request, fx in zip(requests, facts, strict=True):
+            plan = self._plan(request.action, fx.ancestors_of(request.action))
+            get = fx.get
+            principal = request.principal
+            pe = None if principal is None else get(principal)
+            re = get(request.resource)
+            runnable = plan.select(request, fx)
+            codes: list[int] = []  # per runnable: 0 out of scope, 1 true, 2 false, 3 error
+            errs: dict[str, EvaluationError] = {}
+            for run, pids in runnable:
+                try:
+                    v = run(request, fx, pe, re)
+                except EvaluationError as e:
+                    codes.append(3)
+                    for pid in pids:
+                        errs[pid] = e
+                    continue
+                if v is OUT_OF_SCOPE:
+                    codes.append(0)
+                elif v is True:
+                    codes.append(1)
+                elif v is False:
+                    codes.append(2)
+                else:
+                    codes.append(3)
+                    not_bool = _bool_error(v)
+                    for pid in pids:
+                        errs[pid] = not_bool
+            key = (id(runnable), tuple(codes))
+            hit = memo.get(key)
+            if hit is None:
+                scope: set[str] = set()
+                true: set[str] = set()
+                false: set[str] = set()
+                for (_, pids), code in zip(runnable, codes, strict=True):
+                    if code:
+                        scope |= pids
+                        if code == 1:
+                            true |= pids
+                        elif code == 2:
+                            false |= pids
+                raw = self._decision(plan, scope, true, false, errs, [])
+                # the entry holds ``runnable``: its id stays its own while the memo lives
+                hit = (runnable, raw.allow, raw.reasons, [pid for pid, _ in raw.errors])
+                memo[key] = hit
+            errored = hit[3]
+            out.append(
+                RawDecision(
+                    hit[1],
+                    list(hit[2]),  # the memo's list is shared: each decision gets its own
+                    [(pid, errs.get(pid) or _unknown_error()) for pid in errored]
+                    if errored
+                    else [],
+                    [],
+                )
+            )
+        return out
+
     def _decide_traced(self, plan: _Plan, request: Request, facts: EntityFacts) -> RawDecision:
         """Every action candidate, with its scope and condition reported separately."""
         scope: set[str] = set()
