@@ -499,3 +499,41 @@ def test_11_a_5000_digit_integer_in_an_unsigned_token_is_a_plain_drop(
     [(kind, message)] = dropped(engine, f"{head}.{payload}.c2ln")
     assert kind == "invalid_input" and "more than 4,300 digits" in message, message
     assert "set_int_max_str_digits" not in message
+
+
+# ---------------------------------------------------------------- found by the audit, in engine.py
+# Engine._extra_entities (who_can / what_can / access_matrix ``entities=``) lays each entity
+# over the store one by one (facts.with_entities), so it skips the two checks that
+# language.entities.parse_entities makes on an entity list: one uid given twice with other
+# data (the last one silently wins, so the list's order decides who is allowed) and a
+# cycle in the hierarchy. engine.py is another helper's file this round: reported, not fixed.
+
+
+@pytest.mark.xfail(strict=True, reason="engine._extra_entities: last duplicate silently wins")
+def test_audit_a_uid_given_twice_with_other_data_in_query_entities_is_an_error(
+    engine: Engine,
+) -> None:
+    without_team = {**ALICE, "parents": []}
+    with pytest.raises(RequestError, match="already defined"):
+        engine.who_can(EXAMPLE_READ, ROADMAP, entities=[ALICE, without_team])
+
+
+@pytest.mark.xfail(strict=True, reason="engine._extra_entities: no _check_acyclic")
+def test_audit_a_cycle_in_query_entities_is_an_error(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    shutil.copytree(STORE, root)
+    schema = root / "schema.polangschema"
+    schema.write_text(
+        schema.read_text().replace("entity Team in [Org]", "entity Team in [Org, Team]")
+    )
+    cyclic = Engine({"ENGINE_POLICY_STORE_LOCAL_FN": str(root)})
+
+    def team(i: str, parent: str) -> dict[str, Any]:
+        return {
+            "uid": {"type": "Acme::Team", "id": i},
+            "attrs": {"name": i},
+            "parents": [{"type": "Acme::Team", "id": parent}],
+        }
+
+    with pytest.raises(RequestError, match="cycle in the entity hierarchy"):
+        cyclic.access_matrix(entities=[team("x", "y"), team("y", "x")])
