@@ -537,3 +537,42 @@ def test_audit_a_cycle_in_query_entities_is_an_error(tmp_path: Path) -> None:
 
     with pytest.raises(RequestError, match="cycle in the entity hierarchy"):
         cyclic.access_matrix(entities=[team("x", "y"), team("y", "x")])
+
+
+# ---------------------------------------------------------------- issue 11: store files, Engine()
+
+
+@pytest.mark.timeout(30)
+def test_11_billion_laughs_in_role_mapping_is_refused_by_engine(tmp_path: Path) -> None:
+    text = (REPO / "examples" / "stores" / "legacy.yaml").read_text()
+    bomb = "            role_mapping: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+    bomb += "".join(
+        f"            x{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]\n"
+        for i in range(1, 9)
+    )
+    text = text.replace(
+        "            role_mapping:\n            - role\n            - groups\n", bomb
+    )
+    assert "&a8" in text
+    path = tmp_path / "store.yaml"
+    path.write_text(text)
+    with pytest.raises(PolicyStoreError, match="anchors") as e:
+        Engine({"ENGINE_POLICY_STORE_LOCAL_FN": str(path)})
+    assert len(str(e.value)) <= MAX_MESSAGE_CHARS + SUFFIX
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_11_fifo_and_outward_symlink_are_refused_by_engine(tmp_path: Path, kind: str) -> None:
+    root = tmp_path / "store"
+    shutil.copytree(STORE, root)
+    target = root / "policies" / "x.polang"
+    if kind == "fifo":
+        import os
+
+        os.mkfifo(target)
+    else:
+        target.symlink_to("/etc/passwd")
+    with pytest.raises(PolicyStoreError, match=r"x\.polang") as e:
+        Engine({"ENGINE_POLICY_STORE_LOCAL_FN": str(root)})
+    assert "root:" not in str(e.value)
