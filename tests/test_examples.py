@@ -126,3 +126,10 @@ def test_readme_first_command_is_the_one_ci_checks() -> None:
     assert "\n" not in first
     assert first.startswith("python3 -m venv .venv && .venv/bin/pip install")
     assert " && .venv/bin/polang authorize " in first
+
+
+def test_ci_runs_the_readme_test_command_as_written() -> None:
+    """The README says its second command is what CI runs: .ci/run holds it verbatim."""
+    command = readme_blocks("sh")[1].strip()
+    assert command.endswith(".venv/bin/python -m pytest")
+    assert command in (REPO / ".ci" / "run").read_text(encoding="utf-8")
