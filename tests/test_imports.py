@@ -42,8 +42,8 @@ def test_every_public_name_is_importable_from_polang() -> None:
 
 
 def test_a_first_decision_loads_only_what_it_needs(tmp_path: Path) -> None:
-    """An engine on a directory store without issuers or hierarchy, and one decision: the
-    policy parser (lark's trees) and nothing for tokens, HTTP, YAML, the CLI or graphs."""
+    """An engine on a directory store without issuers or hierarchy, and one decision: none
+    of the heavy libraries, lark included (the stored LALR tables build their own trees)."""
     store = tmp_path / "store"
     (store / "policies").mkdir(parents=True)
     (store / "metadata.json").write_text(
@@ -72,7 +72,30 @@ def test_a_first_decision_loads_only_what_it_needs(tmp_path: Path) -> None:
         "assert r.decision, r\n"
         "e.close()\n"
     )
-    assert loaded_after(code, str(store)) == {"lark"}
+    assert loaded_after(code, str(store)) == set()
+
+
+def test_lark_comes_in_for_a_syntax_errors_message_only() -> None:
+    """A policy or schema that parses loads no lark; one that does not gets lark's message
+    (and the same trees either way: tests/language/test_lalr.py)."""
+    code = (
+        "from polang.language.parser import parse_policies\n"
+        "from polang.language.schema import parse_schema\n"
+        "parse_policies('permit (principal, action, resource);')\n"
+        "parse_schema('entity U; action a appliesTo { principal: U, resource: U };')\n"
+        "import sys\n"
+        "assert 'lark' not in sys.modules\n"
+        "from polang.errors import PolicyParseError, SchemaError\n"
+        "for parse, text, error in ((parse_policies, 'permit (', PolicyParseError),\n"
+        "                           (parse_schema, 'entity ;', SchemaError)):\n"
+        "    try:\n"
+        "        parse(text)\n"
+        "    except error as e:\n"
+        "        assert ':1:' in str(e), e\n"
+        "    else:\n"
+        "        raise AssertionError(text)\n"
+    )
+    assert loaded_after(code) == {"lark"}
 
 
 def test_a_hierarchy_beyond_the_small_size_loads_networkx() -> None:

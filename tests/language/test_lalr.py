@@ -30,18 +30,19 @@ def schema_tables() -> lalr.Tables:
 
 def same_tree(a: Any, b: Any) -> bool:
     """Trees equal with every token's type and position (lark's ``==`` compares text only)."""
-    if isinstance(a, Token) or isinstance(b, Token):
+    tokens, trees = (Token, lalr.Token), (Tree, lalr.Tree)  # lark's and the driver's
+    if isinstance(a, tokens) or isinstance(b, tokens):
         fields = ("type", "start_pos", "line", "column", "end_line", "end_column", "end_pos")
         return (
-            isinstance(a, Token)
-            and isinstance(b, Token)
+            isinstance(a, tokens)
+            and isinstance(b, tokens)
             and str(a) == str(b)
             and all(getattr(a, f) == getattr(b, f) for f in fields)
         )
-    if isinstance(a, Tree) or isinstance(b, Tree):
+    if isinstance(a, trees) or isinstance(b, trees):
         return (
-            isinstance(a, Tree)
-            and isinstance(b, Tree)
+            isinstance(a, trees)
+            and isinstance(b, trees)
             and a.data == b.data
             and len(a.children) == len(b.children)
             and all(same_tree(x, y) for x, y in zip(a.children, b.children, strict=True))
@@ -250,3 +251,15 @@ def test_schema_syntax_errors_are_lark_errors(text: str) -> None:
     with pytest.raises(SchemaError) as info:
         parse_schema(text, "s.polangschema")
     assert str(info.value) == str(want)
+
+
+def test_lark_trees_convert_to_the_drivers_trees() -> None:
+    """``lalr.from_lark`` (used where lark parses a text itself) gives the driver's classes
+    with the same shape and positions, iteratively (a deep tree converts)."""
+    text = "permit (principal, action, resource) when { " + "(" * 300 + "1" + ")" * 300 + " };"
+    theirs = lark_tree(parser.get_parser(), text, "policies")
+    assert theirs is not None
+    ours = lalr.parse(policy_tables(), lalr.policy_lexer(policy_tables()), text, "policies")
+    converted = lalr.from_lark(theirs)
+    assert isinstance(converted, lalr.Tree) and not isinstance(converted, Tree)
+    assert same_tree(converted, ours)

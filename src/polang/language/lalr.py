@@ -13,6 +13,10 @@ the caller parses the text again with lark, whose exception the error messages a
 of, so every message stays exactly as it was. A grammar whose text no longer matches the
 hash stored with its tables is run with tables taken from lark at run time (slower, never
 wrong); ``tests/language/test_lalr.py`` fails until the tables are regenerated.
+
+The trees are made of this module's :class:`Token` and :class:`Tree` (lark's shapes, its
+attribute names), so a first decision never imports lark: it is loaded only for a syntax
+error's message, a changed grammar, or the schema's lark parser.
 """
 
 from __future__ import annotations
@@ -27,10 +31,87 @@ from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lark import Token, Tree
-
 if TYPE_CHECKING:
     from lark import Lark
+
+
+class Token(str):
+    """A terminal: its text (the ``str``), ``type`` and position, as lark's ``Token``."""
+
+    type: str
+    value: str
+    start_pos: int | None
+    line: int | None
+    column: int | None
+    end_line: int | None
+    end_column: int | None
+    end_pos: int | None
+
+    def __new__(
+        cls,
+        type: str,
+        value: str,
+        start_pos: int | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        end_line: int | None = None,
+        end_column: int | None = None,
+        end_pos: int | None = None,
+    ) -> Token:
+        tok = str.__new__(cls, value)
+        tok.type = type
+        tok.value = value
+        tok.start_pos = start_pos
+        tok.line = line
+        tok.column = column
+        tok.end_line = end_line
+        tok.end_column = end_column
+        tok.end_pos = end_pos
+        return tok
+
+    def __repr__(self) -> str:
+        return f"Token({self.type!r}, {self.value!r})"
+
+
+class Tree:
+    """A rule's node: its name (``data``) and children, as lark's ``Tree``."""
+
+    __slots__ = ("children", "data")
+
+    def __init__(self, data: str, children: list[Any]) -> None:
+        self.data = data
+        self.children = children
+
+    def __repr__(self) -> str:
+        return f"Tree({self.data!r}, {self.children!r})"
+
+
+def from_lark(tree: Any) -> Any:
+    """lark's tree as this module's (iteratively: trees may be deep)."""
+    import lark
+
+    def convert(x: Any) -> Any:
+        if isinstance(x, lark.Token):
+            return Token(
+                x.type, x.value, x.start_pos, x.line, x.column, x.end_line, x.end_column, x.end_pos
+            )
+        return x
+
+    if not isinstance(tree, lark.Tree):
+        return convert(tree)
+    root = Tree(str(tree.data), [])
+    todo: list[tuple[Any, Tree]] = [(tree, root)]
+    while todo:
+        src, dst = todo.pop()
+        for child in src.children:
+            if isinstance(child, lark.Tree):
+                node = Tree(str(child.data), [])
+                dst.children.append(node)
+                todo.append((child, node))
+            else:
+                dst.children.append(convert(child))
+    return root
+
 
 GRAMMARS = ("policy", "schema")
 """The grammars with stored tables: ``grammar/<name>.lark``."""
@@ -209,7 +290,7 @@ class _Stop(Exception):
     """The lexer met text no terminal matches."""
 
 
-def parse(tables: Tables, lexer: Lexer, text: str, start: str) -> Tree[Token] | None:
+def parse(tables: Tables, lexer: Lexer, text: str, start: str) -> Tree | None:
     """lark's tree for ``text`` from ``start``, or ``None`` when the text does not parse."""
     states = tables.states
     rules = tables.rules
@@ -239,7 +320,7 @@ def parse(tables: Tables, lexer: Lexer, text: str, start: str) -> Tree[Token] | 
                     # a `?rule` handing its one child up (most reductions): no new node
                     state = stack[-1] = states[stack[-2]][origin]
                     if state == end_state and tok is end:
-                        tree0: Tree[Token] = values[-1]
+                        tree0: Tree = values[-1]
                         return tree0
                     actions = states[state]
                     continue
@@ -272,7 +353,7 @@ def parse(tables: Tables, lexer: Lexer, text: str, start: str) -> Tree[Token] | 
                 push_state(state)
                 push_value(kids[0] if expand1 and len(kids) == 1 else Tree(name, kids))
                 if state == end_state and tok is end:
-                    tree: Tree[Token] = values[-1]
+                    tree: Tree = values[-1]
                     return tree
                 actions = states[state]
     except _Stop:
@@ -401,7 +482,7 @@ def _schema_regex(tables: Tables) -> re.Pattern[str]:
 
 
 def schema_lexer(tables: Tables) -> Lexer:
-    """The schema's contextual lexer (see ``schema._SchemaLexer``): a word is a keyword
+    """The schema's contextual lexer (see ``schema_lexer.SchemaLexer``): a word is a keyword
     only where the parser's current state accepts that keyword."""
     regex = _schema_regex(tables)
     literals = tables.literals

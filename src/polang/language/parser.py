@@ -25,14 +25,16 @@ import importlib.resources
 import itertools
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, cast
-
-from lark import Lark, Token, Tree
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from polang.errors import PolicyParseError
 from polang.language import ast, lalr
+from polang.language.lalr import Token, Tree
 from polang.language.values import LONG_MAX, LONG_MIN, EntityUID
+
+if TYPE_CHECKING:
+    from lark import Lark
+    from lark.exceptions import UnexpectedInput
 
 __all__ = [
     "BUILTIN_METHOD_ARITY",
@@ -144,6 +146,8 @@ def get_parser() -> Lark:
     if _PARSER is None:
         with _PARSER_LOCK:
             if _PARSER is None:
+                from lark import Lark
+
                 _PARSER = Lark(
                     _grammar_text(),
                     parser="lalr",
@@ -157,7 +161,7 @@ def get_parser() -> Lark:
 
 # ---------------------------------------------------------------- error reporting
 
-Node = Tree[Token] | Token
+Node = Tree | Token
 
 _TOKEN_WORDS: dict[str, str] = {
     "LPAR": "`(`",
@@ -348,6 +352,13 @@ class _Source:
         )
 
     def lark_error(self, e: UnexpectedInput) -> PolicyParseError:
+        from lark.exceptions import (
+            UnexpectedCharacters,
+            UnexpectedEOF,
+            UnexpectedInput,
+            UnexpectedToken,
+        )
+
         if isinstance(e, UnexpectedCharacters):
             if e.char == '"':
                 msg = "unterminated string literal"
@@ -388,7 +399,7 @@ class _Source:
 # ---------------------------------------------------------------- tree -> AST
 
 
-def _edge_token(tree: Tree[Token], end: int) -> Token | None:
+def _edge_token(tree: Tree, end: int) -> Token | None:
     """The first (``end=0``) or last (``end=-1``) token under ``tree``, if any."""
     node: Node = tree
     while True:  # the usual case: follow the edge child down to a token
@@ -444,7 +455,7 @@ class _Converter:
         # the error message ("a `when` clause").
         self.slot_context: str | None = "an expression"
         self.depth = 0
-        self.expr_handlers: dict[str, Callable[[Tree[Token]], ast.Expr]] = {
+        self.expr_handlers: dict[str, Callable[[Tree], ast.Expr]] = {
             "if_expr": self.if_expr,
             "or_expr": self.or_expr,
             "and_expr": self.and_expr,
@@ -605,14 +616,14 @@ class _Converter:
 
     # ---- policies
 
-    def policies(self, tree: Tree[Token]) -> list[ast.Policy]:
-        return [self.policy(cast(Tree[Token], p)) for p in tree.children]
+    def policies(self, tree: Tree) -> list[ast.Policy]:
+        return [self.policy(cast(Tree, p)) for p in tree.children]
 
-    def policy(self, tree: Tree[Token]) -> ast.Policy:
+    def policy(self, tree: Tree) -> ast.Policy:
         annotations: list[ast.Annotation] = []
         conditions: list[ast.Condition] = []
         effect = ""
-        scope: Tree[Token] | None = None
+        scope: Tree | None = None
         for child in tree.children:
             if isinstance(child, Token):
                 if child.type != "SEMICOLON":
@@ -633,7 +644,7 @@ class _Converter:
             self.too_deep(conditions[MAX_EXPRESSION_DEPTH - 1].span)
         for c in conditions:
             self.checked(c.body, budget)
-        p_tree, a_tree, r_tree = (cast(Tree[Token], c) for c in scope.children)
+        p_tree, a_tree, r_tree = (cast(Tree, c) for c in scope.children)
         return ast.Policy(
             effect=cast(Any, effect),
             principal=self.scope_var(p_tree, "principal"),
@@ -644,7 +655,7 @@ class _Converter:
             span=self.span(tree),
         )
 
-    def annotation(self, tree: Tree[Token], seen: list[ast.Annotation]) -> ast.Annotation:
+    def annotation(self, tree: Tree, seen: list[ast.Annotation]) -> ast.Annotation:
         kids = tree.children  # `@`, key, and the value and `)` when present
         key_tok = cast(Token, kids[1])
         key = str(key_tok)
@@ -653,24 +664,24 @@ class _Converter:
         value = self.string(cast(Token, kids[2])) if len(kids) > 2 else None
         return ast.Annotation(key, value, self.span(tree))
 
-    def condition(self, tree: Tree[Token]) -> ast.Condition:
+    def condition(self, tree: Tree) -> ast.Condition:
         kind_tok = cast(Token, tree.children[0])
         kind = str(kind_tok)
         self.slot_context = f"a `{kind}` clause" if kind == "when" else f"an `{kind}` clause"
         body = self.expr(tree.children[1])
         return ast.Condition(cast(Any, kind), body, self.span(tree))
 
-    def scope_var(self, tree: Tree[Token], var: str) -> ast.ScopeConstraint:
+    def scope_var(self, tree: Tree, var: str) -> ast.ScopeConstraint:
         sp = self.span(tree)
         v = cast(Any, var)
         if len(tree.children) == 1:
             return ast.ScopeConstraint(v, "any", span=sp)
-        rhs = cast(Tree[Token], tree.children[1])
+        rhs = cast(Tree, tree.children[1])
         kids = rhs.children
         if rhs.data == "scope_bad":
             self._bad_scope_op(cast(Token, kids[0]))
         if rhs.data == "scope_is":
-            etype = self.type_name(cast(Tree[Token], kids[1]))
+            etype = self.type_name(cast(Tree, kids[1]))
             if len(kids) == 2:
                 return ast.ScopeConstraint(v, "is", entity_type=etype, span=sp)
             ent = self.scope_entity(kids[3], var)
@@ -699,11 +710,11 @@ class _Converter:
             self.fail(node, f"the {var} scope takes a single entity, not a set")
         self.fail(node, f'expected an entity (like `Type::"id"`) or `?{var}` in the {var} scope')
 
-    def action_scope(self, tree: Tree[Token]) -> ast.ActionConstraint:
+    def action_scope(self, tree: Tree) -> ast.ActionConstraint:
         sp = self.span(tree)
         if len(tree.children) == 1:
             return ast.ActionConstraint("any", span=sp)
-        rhs = cast(Tree[Token], tree.children[1])
+        rhs = cast(Tree, tree.children[1])
         kids = rhs.children
         if rhs.data == "scope_bad":
             self._bad_scope_op(cast(Token, kids[0]))
@@ -731,7 +742,7 @@ class _Converter:
             self.fail(where, f"expected an entity of type `Action` here, found `{e.uid}`")
         return e.uid
 
-    def type_name(self, tree: Tree[Token]) -> str:
+    def type_name(self, tree: Tree) -> str:
         return self.path(tree.children, "a type name")
 
     # ---- expressions
@@ -742,7 +753,7 @@ class _Converter:
         # parentheses are unwrapped here (no frame each), but still count as nesting
         levels = 1
         while node.data == "paren":
-            inner = node.children[0]
+            inner: Node = node.children[0]
             if isinstance(inner, Token):
                 if self.depth + levels > MAX_EXPRESSION_DEPTH:
                     self.too_deep(node)
@@ -795,11 +806,11 @@ class _Converter:
             )
         return ast.Slot(cast(Any, name), self.span(tok))
 
-    def if_expr(self, tree: Tree[Token]) -> ast.Expr:
+    def if_expr(self, tree: Tree) -> ast.Expr:
         k = tree.children
         return ast.If(self.expr(k[1]), self.expr(k[3]), self.expr(k[5]), self.span(tree))
 
-    def _fold(self, tree: Tree[Token], op: ast.BinaryOp) -> ast.Expr:
+    def _fold(self, tree: Tree, op: ast.BinaryOp) -> ast.Expr:
         kids = tree.children
         if len(kids) > 2 * MAX_EXPRESSION_DEPTH:
             self.too_deep(kids[2 * MAX_EXPRESSION_DEPTH - 1])
@@ -809,13 +820,13 @@ class _Converter:
             left = ast.Binary(op, left, right, self.join(left.span, right.span))
         return left
 
-    def or_expr(self, tree: Tree[Token]) -> ast.Expr:
+    def or_expr(self, tree: Tree) -> ast.Expr:
         return self._fold(tree, "||")
 
-    def and_expr(self, tree: Tree[Token]) -> ast.Expr:
+    def and_expr(self, tree: Tree) -> ast.Expr:
         return self._fold(tree, "&&")
 
-    def rel(self, tree: Tree[Token]) -> ast.Expr:
+    def rel(self, tree: Tree) -> ast.Expr:
         kids = tree.children
         op = cast(Token, kids[1])
         if op.type == "EQ":
@@ -829,9 +840,9 @@ class _Converter:
         left, right = self.expr(kids[0]), self.expr(kids[2])
         return ast.Binary(_REL_OPS[op.type], left, right, self.span(tree))
 
-    def has(self, tree: Tree[Token]) -> ast.Expr:
+    def has(self, tree: Tree) -> ast.Expr:
         target = self.expr(tree.children[0])
-        path = cast(Tree[Token], tree.children[2]).children
+        path = cast(Tree, tree.children[2]).children
         sp = self.span(tree)
         first = cast(Token, path[0])
         if first.type == "STR":
@@ -857,18 +868,18 @@ class _Converter:
             result = ast.Binary("&&", result, ast.Has(prefix, attr, sp), sp)
         return result
 
-    def like(self, tree: Tree[Token]) -> ast.Expr:
+    def like(self, tree: Tree) -> ast.Expr:
         target = self.expr(tree.children[0])
         return ast.Like(target, self.pattern(cast(Token, tree.children[2])), self.span(tree))
 
-    def is_(self, tree: Tree[Token]) -> ast.Expr:
+    def is_(self, tree: Tree) -> ast.Expr:
         kids = tree.children
         target = self.expr(kids[0])
-        etype = self.type_name(cast(Tree[Token], kids[2]))
+        etype = self.type_name(cast(Tree, kids[2]))
         in_expr = self.expr(kids[4]) if len(kids) > 3 else None
         return ast.Is(target, etype, in_expr, self.span(tree))
 
-    def arith(self, tree: Tree[Token]) -> ast.Expr:
+    def arith(self, tree: Tree) -> ast.Expr:
         kids = tree.children
         if len(kids) > 2 * MAX_EXPRESSION_DEPTH:
             self.too_deep(kids[2 * MAX_EXPRESSION_DEPTH - 1])
@@ -883,20 +894,20 @@ class _Converter:
             left = ast.Binary(_ARITH_OPS[op.type], left, right, self.join(left.span, right.span))
         return left
 
-    def _unary_count(self, tree: Tree[Token], sym: str) -> int:
+    def _unary_count(self, tree: Tree, sym: str) -> int:
         count = len(tree.children) - 1
         if count > 4:
             self.fail(tree.children[4], f"too many `{sym}` in a row (at most 4)")
         return count
 
-    def not_(self, tree: Tree[Token]) -> ast.Expr:
+    def not_(self, tree: Tree) -> ast.Expr:
         count = self._unary_count(tree, "!")
         e = self.expr(tree.children[-1])
         for i in range(count - 1, -1, -1):
             e = ast.Unary("!", e, self.join(self.span(tree.children[i]), e.span))
         return e
 
-    def neg(self, tree: Tree[Token]) -> ast.Expr:
+    def neg(self, tree: Tree) -> ast.Expr:
         count = self._unary_count(tree, "-")
         operand = tree.children[-1]
         if isinstance(operand, Token) and operand.type == "NUMBER":
@@ -912,13 +923,13 @@ class _Converter:
             e = ast.Unary("-", e, self.join(self.span(tree.children[i]), e.span))
         return e
 
-    def member(self, tree: Tree[Token]) -> ast.Expr:
+    def member(self, tree: Tree) -> ast.Expr:
         kids = tree.children
         if len(kids) > MAX_EXPRESSION_DEPTH:
             self.too_deep(kids[MAX_EXPRESSION_DEPTH])
         e = self.expr(kids[0])
         for acc in kids[1:]:
-            acc = cast(Tree[Token], acc)
+            acc = cast(Tree, acc)
             sp = self.join(e.span, self.span(acc))
             if acc.data == "field":
                 e = ast.GetAttr(e, self.ident(cast(Token, acc.children[0]), "an attribute"), sp)
@@ -926,7 +937,7 @@ class _Converter:
                 e = ast.GetAttr(e, self.string(cast(Token, acc.children[0])), sp)
             else:
                 name_tok = cast(Token, acc.children[0])
-                args = self.args(cast(Tree[Token], acc.children[1]))
+                args = self.args(cast(Tree, acc.children[1]))
                 e = ast.MethodCall(e, self.method_name(name_tok, len(args)), args, sp)
         return e
 
@@ -943,13 +954,13 @@ class _Converter:
             self.fail(tok, f"`{name}` is not a known method")
         return name
 
-    def args(self, tree: Tree[Token]) -> tuple[ast.Expr, ...]:
+    def args(self, tree: Tree) -> tuple[ast.Expr, ...]:
         out = []
         for a in tree.children:  # a loop, not a generator: one frame less per level
             out.append(self.expr(a))
         return tuple(out)
 
-    def var(self, tree: Tree[Token]) -> ast.Expr:
+    def var(self, tree: Tree) -> ast.Expr:
         kids = tree.children
         if len(kids) == 1 and str(kids[0]) in VARIABLES:
             return ast.Var(cast(Any, str(kids[0])), self.span(tree))
@@ -962,13 +973,13 @@ class _Converter:
             f'context; an entity reference is written `{name}::"id"`)',
         )
 
-    def entity(self, tree: Tree[Token]) -> ast.Expr:
+    def entity(self, tree: Tree) -> ast.Expr:
         kids = tree.children
         etype = self.path(kids[:-1], "an entity type")
         uid = EntityUID(etype, self.string(cast(Token, kids[-1])))
         return ast.EntityLit(uid, self.span(tree))
 
-    def call(self, tree: Tree[Token]) -> ast.Expr:
+    def call(self, tree: Tree) -> ast.Expr:
         kids = tree.children  # name segments, args, `)`
         name = "::".join(str(k) for k in kids[:-2])
         if name not in EXTENSION_FUNCTIONS:
@@ -977,20 +988,20 @@ class _Converter:
             if RESERVED_NAMESPACE in name.split("::"):
                 self.path(kids[:-2], "a function name")
             self.fail(tree, f"`{name}` is not a known extension function")
-        args = self.args(cast(Tree[Token], kids[-2]))
+        args = self.args(cast(Tree, kids[-2]))
         return ast.ExtCall(name, args, self.span(tree))
 
-    def paren(self, tree: Tree[Token]) -> ast.Expr:
+    def paren(self, tree: Tree) -> ast.Expr:
         return self.expr(tree.children[0])
 
-    def set_(self, tree: Tree[Token]) -> ast.Expr:
-        return ast.SetLit(self.args(cast(Tree[Token], tree.children[1])), self.span(tree))
+    def set_(self, tree: Tree) -> ast.Expr:
+        return ast.SetLit(self.args(cast(Tree, tree.children[1])), self.span(tree))
 
-    def record(self, tree: Tree[Token]) -> ast.Expr:
+    def record(self, tree: Tree) -> ast.Expr:
         fields: list[tuple[str, ast.Expr]] = []
         seen: set[str] = set()
         for init in tree.children[1:-1]:  # between `{` and `}`
-            init = cast(Tree[Token], init)
+            init = cast(Tree, init)
             key_tok = cast(Token, init.children[0])
             key = self.string(key_tok) if key_tok.type == "STR" else self.ident(key_tok, "a key")
             if key in seen:
@@ -999,7 +1010,7 @@ class _Converter:
             fields.append((key, self.expr(init.children[1])))
         return ast.RecordLit(tuple(fields), self.span(tree))
 
-    def entity_ref(self, tree: Tree[Token]) -> EntityUID:
+    def entity_ref(self, tree: Tree) -> EntityUID:
         kids = tree.children
         return EntityUID(self.path(kids[:-1], "an entity type"), self.string(cast(Token, kids[-1])))
 
@@ -1013,17 +1024,20 @@ def _lalr() -> tuple[lalr.Tables, lalr.Lexer]:
     return tables, lalr.policy_lexer(tables)
 
 
-def _parse_tree(src: _Source, start: str) -> Tree[Token]:
+def _parse_tree(src: _Source, start: str) -> Tree:
     # The stored tables parse without building lark's parser (start-up time); text they
     # reject is parsed again by lark, whose exception the error message is made of.
     tables, lexer = _lalr()
     tree = lalr.parse(tables, lexer, src.text, start)
     if tree is not None:
         return tree
+    from lark.exceptions import UnexpectedInput
+
     try:
-        return get_parser().parse(src.text, start=start)
+        tree = lalr.from_lark(get_parser().parse(src.text, start=start))
     except UnexpectedInput as e:
         raise src.lark_error(e) from None
+    return cast(Tree, tree)
 
 
 def parse_policies(text: str, filename: str | None = None) -> list[ast.Policy]:

@@ -18,22 +18,20 @@ import difflib
 import functools
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
-from lark import Lark, Token, Tree
-from lark.common import LexerConf
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
-from lark.lexer import Lexer, LexerState
-
 from polang.errors import SchemaError
 from polang.jsonlimits import MAX_JSON_DEPTH, depth_of, json_depth
 from polang.language import lalr
+from polang.language.lalr import Token, Tree
 from polang.language.values import EntityUID
 
 if TYPE_CHECKING:
+    from lark import Lark
+    from lark.exceptions import UnexpectedInput
+
     from polang.language.entities import Entity
 
 # ---------------------------------------------------------------- limits
@@ -781,68 +779,6 @@ def _unique(items: Any) -> list[Any]:
 # ================================================================ human-readable form
 
 
-class _SchemaLexer(Lexer):
-    """A contextual lexer tuned for the schema grammar.
-
-    A word is a keyword only when the parser, in its current state, accepts that keyword
-    (so ``entity tags;`` declares a type named ``tags``), exactly like lark's contextual
-    lexer; one combined regular expression makes it several times faster, which matters
-    for large generated schemas.
-    """
-
-    __future_interface__ = 2
-
-    def __init__(self, conf: LexerConf) -> None:
-        literals = {t.pattern.value: t.name for t in conf.terminals if t.pattern.type == "str"}
-        self.keywords = {v: n for v, n in literals.items() if _IDENT_RE.match(v)}
-        self.punctuation = {v: n for v, n in literals.items() if v not in self.keywords}
-        symbols = sorted(self.punctuation, key=len, reverse=True)
-        self.regex = re.compile(
-            r'(\s+|//[^\n]*)|("[^"\\]*+(?:\\[\s\S][^"\\]*+)*+")|([_a-zA-Z][_a-zA-Z0-9]*)|('
-            + "|".join(re.escape(x) for x in symbols)
-            + ")"
-        )
-
-    def lex(self, lexer_state: LexerState, parser_state: Any) -> Iterator[Token]:
-        text_slice: Any = lexer_state.text
-        text: str = getattr(text_slice, "text", text_slice)
-        states = parser_state.parse_conf.states
-        match = self.regex.match
-        keywords = self.keywords
-        pos, line, line_start, end_of_text = 0, 1, 0, len(text)
-        while pos < end_of_text:
-            m = match(text, pos)
-            if m is None:
-                raise UnexpectedCharacters(
-                    text, pos, line, pos - line_start + 1, state=parser_state
-                )
-            end = m.end()
-            group = m.lastindex or 0
-            value = m.group(group)
-            if group == 1 or group == 2:
-                newlines = value.count("\n")
-                if group == 1:
-                    if newlines:
-                        line += newlines
-                        line_start = text.rindex("\n", pos, end) + 1
-                    pos = end
-                    continue
-                tok = Token("STR", value, pos, line, pos - line_start + 1)
-                if newlines:
-                    line += newlines
-                    line_start = text.rindex("\n", pos, end) + 1
-            elif group == 3:
-                kind = keywords.get(value)
-                if kind is None or kind not in states[parser_state.position]:
-                    kind = "IDENT"
-                tok = Token(kind, value, pos, line, pos - line_start + 1)
-            else:
-                tok = Token(self.punctuation[value], value, pos, line, pos - line_start + 1)
-            lexer_state.last_token = tok
-            yield tok
-            pos = end
-
-
 @functools.cache
 def _schema_lexer(tables: lalr.Tables) -> lalr.Lexer:
     return lalr.schema_lexer(tables)
@@ -850,8 +786,12 @@ def _schema_lexer(tables: lalr.Tables) -> lalr.Lexer:
 
 @functools.cache
 def _lark_parser() -> Lark:
+    from lark import Lark
+
+    from polang.language.schema_lexer import SchemaLexer
+
     grammar = (Path(__file__).parent / "grammar" / "schema.lark").read_text(encoding="utf-8")
-    return Lark(grammar, parser="lalr", lexer=_SchemaLexer, maybe_placeholders=True, cache=True)
+    return Lark(grammar, parser="lalr", lexer=SchemaLexer, maybe_placeholders=True, cache=True)
 
 
 _ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", "0": "\0", "'": "'", '"': '"'}
@@ -1137,6 +1077,8 @@ class _HumanReader:
 
 
 def _syntax_error(src: _Source, text: str, e: UnexpectedInput) -> SchemaError:
+    from lark.exceptions import UnexpectedCharacters, UnexpectedToken
+
     line, column = e.line, e.column
     if (isinstance(e, UnexpectedToken) and e.token.type == "$END") or line is None or line < 1:
         lines = text.split("\n")
@@ -1219,8 +1161,10 @@ def parse_schema(text: str, filename: str | None = None) -> Schema:
     tables = lalr.load_tables("schema", _lark_parser)
     tree = lalr.parse(tables, _schema_lexer(tables), text, "start")
     if tree is None:  # a syntax error: lark's exception makes the message
+        from lark.exceptions import UnexpectedInput
+
         try:
-            tree = _lark_parser().parse(text)
+            tree = lalr.from_lark(_lark_parser().parse(text))
         except UnexpectedInput as e:
             raise _syntax_error(src, text, e) from None
     return _Resolver(src, _HumanReader(src).read(tree)).run()
