@@ -211,7 +211,7 @@ def test_11_messages_quoting_request_input_stay_bounded(engine: Engine) -> None:
 
 P = '@id("p") permit(principal, action, resource) when {{ {} }};'
 STORE_ATTACKS = {
-    "schema just t": ({"schema.polangschema": "t"}, "unexpected name `t`"),
+    "schema just t": ({"schema.polangschema": "t"}, "schema.polangschema:1:1"),
     "schema entitty": ({"schema.polangschema": "entitty A;"}, "did you mean `entity`"),
     "Set< x10000": (
         {"schema.polangschema": "entity A = {a: " + "Set<" * 10_000 + "Long" + ">" * 10_000 + "};"},
