@@ -193,7 +193,7 @@ def test_11_deep_context_in_access_matrix_names_the_limit(engine: Engine) -> Non
 @pytest.mark.parametrize("query", ["who_can", "access_matrix"])
 def test_11_parnets_in_query_entities_is_an_error(engine: Engine, query: str) -> None:
     bad = {k: v for k, v in ALICE.items() if k != "parents"} | {"parnets": ALICE["parents"]}
-    with pytest.raises(PolangError, match='did you mean "parents"'):
+    with pytest.raises(RequestError, match='did you mean "parents"'):
         if query == "who_can":
             engine.who_can(EXAMPLE_READ, ROADMAP, entities=[bad])
         else:
@@ -596,3 +596,20 @@ def test_audit_cli_a_huge_integer_in_a_request_file_names_no_interpreter_setting
     )  # fmt: skip
     assert r.returncode == 2 and "4,300 digits" in r.stderr
     assert "set_int_max_str_digits" not in r.stderr
+
+
+# ---------------------------------------------------------------- docs/security.md: limits named
+
+
+def test_security_md_jwks_key_count_and_body_size_name_themselves(
+    engine_for: Callable[..., tuple[Engine, OidcProvider]],
+) -> None:
+    engine, acme = engine_for()
+    key = acme.keys[0].jwk
+    many = json.dumps({"keys": [dict(key, kid=f"k{i}") for i in range(150)]}).encode()
+    acme.routes[acme.jwks_path] = body(many)
+    [(_, message)] = dropped(engine, acme.token())
+    assert "150 keys, more than MAX_JWKS_KEYS (100)" in message, message
+    small, acme2 = engine_for(ENGINE_HTTP_MAX_RESPONSE_SIZE_BYTES=64)
+    [(_, message)] = dropped(small, acme2.token())
+    assert "ENGINE_HTTP_MAX_RESPONSE_SIZE_BYTES" in message, message
