@@ -578,14 +578,11 @@ def test_11_fifo_and_outward_symlink_are_refused_by_engine(tmp_path: Path, kind:
     assert "root:" not in str(e.value)
 
 
-@pytest.mark.xfail(strict=True, reason="cli/_common.py passes Python's int-digits text through")
 def test_audit_cli_a_huge_integer_in_a_request_file_names_no_interpreter_setting(
     tmp_path: Path,
 ) -> None:
-    """cli/_common.read_json catches ValueError and quotes Python's message, which advises
-    sys.set_int_max_str_digits() (a process-wide change); polang.jsonlimits.loads now names
-    the problem itself. Fix: read request files with jsonlimits.loads. (cli/** is another
-    helper's area this round.)"""
+    """Python's message for a too-long integer advises sys.set_int_max_str_digits() (a
+    process-wide change): the CLI's request files say what is wrong in its place."""
     context = tmp_path / "big.json"
     context.write_text('{"zz": ' + "9" * 6000 + "}")
     r = run_cli(

@@ -80,13 +80,18 @@ def loads(
     except json.JSONDecodeError as e:
         raise error(f"{what}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     except (ValueError, RecursionError) as e:  # e.g. an integer of more than 4,300 digits
-        if "integer string conversion" in str(e):
-            # Python's text advises sys.set_int_max_str_digits(), a process-wide change
-            raise error(
-                f"{what}: invalid JSON: an integer has more than "
-                f"{sys.get_int_max_str_digits():,} digits"
-            ) from None
-        raise error(f"{what}: invalid JSON: {str(e)[:200]}") from None
+        raise error(f"{what}: invalid JSON: {value_error_text(e)}") from None
+
+
+def value_error_text(e: BaseException) -> str:
+    """What ``json.loads``'s non-syntax ``ValueError`` means, in a bounded message.
+
+    Python's own text for a too-long integer advises ``sys.set_int_max_str_digits()``, a
+    process-wide change no caller of a library should make: it is replaced.
+    """
+    if "integer string conversion" in str(e):
+        return f"an integer has more than {sys.get_int_max_str_digits():,} digits"
+    return str(e)[:200]
 
 
 def depth_of(value: object, *, limit: int = MAX_JSON_DEPTH) -> int:

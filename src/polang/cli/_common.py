@@ -30,7 +30,7 @@ def read_text(path: str, what: str) -> str:
 
 def parse_json(text: str, where: str) -> Any:
     """Untrusted JSON: depth bounded first (``polang.jsonlimits``), errors as ``where:line:col``."""
-    from polang.jsonlimits import check_depth
+    from polang.jsonlimits import check_depth, value_error_text
 
     check_depth(text, what=where, error=RequestError)
     try:
@@ -38,7 +38,7 @@ def parse_json(text: str, where: str) -> Any:
     except json.JSONDecodeError as e:
         raise RequestError(f"{where}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
     except ValueError as e:  # e.g. an integer of more than 4,300 digits
-        raise RequestError(f"{where}: invalid JSON: {str(e)[:200]}") from None
+        raise RequestError(f"{where}: invalid JSON: {value_error_text(e)}") from None
 
 
 def json_file(path: str, what: str) -> Any:
