@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any, cast
 
-from polang.cli._common import progress_bar, read_text, store_config
+from polang.cli._common import engine_config, progress_bar, read_text, store_config
 from polang.errors import PolangError
 
 
@@ -46,21 +46,52 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
-    """Print the Datalog program the policies lower to."""
+    """Print the Datalog program the policies lower to (``--sql``: the SQL it becomes)."""
     from polang.datalog.lower import lower_policies
     from polang.language.parser import parse_policies
 
-    pairs = []
-    index = 0
-    for f in args.policies:
-        for p in parse_policies(read_text(f, "policies"), f):
-            pairs.append((p.policy_id or f"policy{index}", p))
-            index += 1
-    if args.schema:
-        from polang.language.schema import parse_schema
+    if args.dialect is not None and not args.sql:
+        raise PolangError("--dialect is for --sql")
+    schema = None
+    pairs: list[Any] = []
+    if args.store:
+        if args.policies or args.schema:
+            raise PolangError("--store cannot be combined with policy files or --schema")
+        from polang.store import PolicyStoreSource
 
-        parse_schema(read_text(args.schema, "schema"), args.schema)  # reported when malformed
-    sys.stdout.write(lower_policies(pairs).text())
+        store = PolicyStoreSource.from_location(args.store).load(engine_config(args.config))
+        schema = store.schema
+        pairs = list(store.all_policies().items())
+    else:
+        if not args.policies:
+            raise PolangError("give .polang files, or a store with --store")
+        index = 0
+        for f in args.policies:
+            for p in parse_policies(read_text(f, "policies"), f):
+                pairs.append((p.policy_id or f"policy{index}", p))
+                index += 1
+        if args.schema:
+            from polang.language.schema import parse_schema, parse_schema_json
+
+            text = read_text(args.schema, "schema")  # reported when malformed
+            schema = (
+                parse_schema_json(text, args.schema)
+                if args.schema.endswith(".json")
+                else parse_schema(text, args.schema)
+            )
+    program = lower_policies(pairs)
+    if not args.sql:
+        sys.stdout.write(program.text())
+        return 0
+    if schema is None:
+        raise PolangError("--sql lays the tables out by the schema: give --schema or --store")
+    try:
+        from polang.datalog.sql import program_to_sql
+    except ImportError as e:
+        raise PolangError(
+            f"--sql needs the {e.name or 'sqlglot'} package: pip install 'polang[duckdb]'"
+        ) from None
+    sys.stdout.write(program_to_sql(program, schema, dialect=args.dialect or "duckdb"))
     return 0
 
 
@@ -106,6 +137,8 @@ exit status: 0 valid, 1 findings (each printed), 2 a file cannot be read or pars
 RULES_EXAMPLES = """examples:
   polang rules examples/stores/directory/policies/guards.polang
   polang rules policies/*.polang --schema schema.polangschema
+  polang rules --store examples/stores/directory --sql
+  polang rules --store examples/stores/directory --sql --dialect spark
 
 exit status: 0, or 2 when a file cannot be read or parsed
 """
@@ -131,8 +164,24 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_validate)
 
     p = _parser(sub, "rules", "print the Datalog program that policies lower to", RULES_EXAMPLES)
-    p.add_argument("policies", nargs="+", help=".polang files")
-    p.add_argument("--schema", metavar="FILE", help="a .polangschema file (checked for errors)")
+    p.add_argument("policies", nargs="*", help=".polang files")
+    p.add_argument(
+        "--schema", metavar="FILE", help="a .polangschema (or JSON .json) file, checked for errors"
+    )
+    p.add_argument("--store", metavar="STORE", help="a store's policies and schema (no files)")
+    p.add_argument(
+        "--config", metavar="FILE", help="ENGINE_* properties (JSON or YAML) for loading --store"
+    )
+    p.add_argument(
+        "--sql",
+        action="store_true",
+        help="print the SQL the policies become (docs/sql.md; needs a schema)",
+    )
+    p.add_argument(
+        "--dialect",
+        choices=["duckdb", "spark"],
+        help="SQL dialect for --sql (default duckdb)",
+    )
     p.set_defaults(func=cmd_rules)
 
     p = _parser(sub, "conformance", "run a conformance corpus", CONFORMANCE_EXAMPLES)

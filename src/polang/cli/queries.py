@@ -1,5 +1,6 @@
 """``polang who-can``, ``polang what-can`` and ``polang matrix``: offline questions over
-a store's entities (see docs/queries.md). Exit status 0."""
+a store's entities (see docs/queries.md), in process or on a SQL engine (``--engine
+duckdb|spark``, docs/sql.md). Exit status 0."""
 
 from __future__ import annotations
 
@@ -17,13 +18,16 @@ from polang.cli._common import (
     progress_bar,
     uid,
 )
+from polang.errors import RequestError
 
 # ---------------------------------------------------------------- queries
 
 
 def _residual_text(entry: Any) -> str:
     return "; ".join(
-        f"{r.effect} {r.policy_id}: " + (" and ".join(r.conditions) or "(scope)")
+        f"{r}: (conditional in SQL)"  # a SQL answer names the policy only
+        if isinstance(r, str)
+        else f"{r.effect} {r.policy_id}: " + (" and ".join(r.conditions) or "(scope)")
         for r in entry.residuals
     )
 
@@ -98,14 +102,168 @@ def _write_csv(result: Any, out: TextIO) -> None:
         print(f"more: --cursor {result.next_cursor}", file=sys.stderr)
 
 
-def _emit(result: Any, fmt: str, columns: list[str]) -> int:
-    if fmt == "json":
-        _write_json(result, sys.stdout)
-    elif fmt == "csv":
-        _write_csv(result, sys.stdout)
+def _write_jsonl(result: Any, out: TextIO) -> None:
+    for e in result.iter_entries():
+        out.write(json.dumps(e.to_dict()) + "\n")
+    if result.next_cursor:
+        print(f"more: --cursor {result.next_cursor}", file=sys.stderr)
+
+
+def _emit(result: Any, fmt: str, columns: list[str], output: str | None = None) -> int:
+    """The answer on stdout, or in the ``--output`` file."""
+    if output is not None:
+        with open(output, "w", encoding="utf-8", newline="") as f:
+            _emit_to(result, fmt, columns, f)
     else:
-        _print_table(result, columns)
+        _emit_to(result, fmt, columns, sys.stdout)
     return 0
+
+
+def _emit_to(result: Any, fmt: str, columns: list[str], out: TextIO) -> None:
+    if fmt == "json":
+        _write_json(result, out)
+    elif fmt == "csv":
+        _write_csv(result, out)
+    elif fmt == "jsonl":
+        _write_jsonl(result, out)
+    else:
+        _print_table(result, columns, out)
+
+
+# ---------------------------------------------------------------- SQL engines
+
+ENGINES = ("in-process", "duckdb", "spark")
+#: ``--entities`` files a SQL engine reads itself (never as Python objects)
+FILE_SUFFIXES = (".parquet", ".jsonl", ".ndjson")
+_EXTRA = {"duckdb": "polang[duckdb]", "spark": "polang[spark]"}
+
+
+def _check_engine(args: argparse.Namespace) -> list[str]:
+    """Check ``--engine``/``--format``/``--output`` before anything loads; split the
+    ``--entities`` files: those a SQL engine reads (returned) from the JSON ones
+    (left in ``args.entities``, laid over the store as in process)."""
+    engine = args.engine
+    if engine not in ENGINES:
+        raise RequestError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    if args.format == "parquet" and args.output is None:
+        raise RequestError("--format parquet writes a file: give --output FILE")
+    if engine == "in-process" and args.format == "parquet":
+        raise RequestError("--format parquet needs --engine duckdb or spark")
+    if engine != "in-process" and (args.limit is not None or args.cursor is not None):
+        raise RequestError("--limit and --cursor page the in-process engine only")
+    files = [f for f in args.entities or () if f.lower().endswith(FILE_SUFFIXES)]
+    if files:
+        if engine != "duckdb":
+            raise RequestError(
+                f"--entities {files[0]}: Parquet / JSON-lines entity files are read by "
+                "--engine duckdb"
+            )
+        if len(files) != len(args.entities):
+            raise RequestError(
+                "--entities: with Parquet / JSON-lines files the entities come from the "
+                "files alone; do not mix them with .json entity files"
+            )
+        args.entities = None
+    return files
+
+
+def _sql_package(engine: str) -> Any:
+    """The SQL package, imported here only (it loads sqlglot); a missing optional
+    package is one error line naming the extra to install."""
+    try:
+        import polang.datalog.sql as sql
+    except ImportError as e:
+        raise RequestError(
+            f"--engine {engine} needs the {e.name or 'SQL'} package: pip install '{_EXTRA[engine]}'"
+        ) from None
+    return sql
+
+
+class _SqlRow:
+    """A ``SqlEntry`` shown like an in-process entry (its residuals are policy ids)."""
+
+    __slots__ = ("action", "decision", "principal", "reasons", "residuals", "resource")
+
+    def __init__(self, e: Any) -> None:
+        self.principal, self.action, self.resource = e.principal, e.action, e.resource
+        self.decision, self.reasons, self.residuals = e.decision, e.reasons, e.residuals
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "principal": self.principal.to_json(),
+            "action": self.action.to_json(),
+            "resource": self.resource.to_json(),
+            "decision": self.decision,
+            "reasons": list(self.reasons),
+        }
+        if self.residuals:
+            out["residuals"] = [{"policy_id": r} for r in self.residuals]
+        return out
+
+
+class _SqlAnswer:
+    """A ``SqlResult`` with the face ``_emit`` prints (one page: no cursor)."""
+
+    next_cursor = None
+
+    def __init__(self, result: Any, engine: str) -> None:
+        self.result = result
+        self.kind = result.kind
+        self.query = {"engine": engine}
+        self.complete = result.complete
+        self.stats = result.stats
+
+    def iter_entries(self) -> Any:
+        return (_SqlRow(e) for e in self.result.entries)
+
+    def __len__(self) -> int:
+        return len(self.result.entries)
+
+
+def _run_sql(
+    args: argparse.Namespace,
+    inputs: Any,
+    files: list[str],
+    query: Any,
+    columns: list[str],
+) -> int | None:
+    """Answer on ``--engine`` (``query(engine, output, format, reasons)``); ``None`` when
+    SQL cannot answer as asked (``SqlFallback``): the caller answers in process."""
+    engine = args.engine
+    sql = _sql_package(engine)
+    eng = sql.sql_engine(
+        inputs.authorizer,
+        None if files else inputs.facts,
+        inputs.schema,
+        engine=engine,
+        files=files or None,
+    )
+    try:
+        stream = args.output is not None and args.format in sql.FORMATS
+        try:
+            if stream:
+                result = query(eng, args.output, args.format, False)
+            else:
+                result = query(eng, None, "parquet", True)
+        except sql.SqlFallback as e:
+            print(f"note: answered in process: {e}", file=sys.stderr)
+            return None
+    finally:
+        close = getattr(eng, "close", None)
+        if close is not None:
+            close()
+    conditional = [f for f in result.fallbacks if f.how == "conditional"]
+    if conditional:
+        f = conditional[0]
+        print(
+            f"note: {len(conditional)} policy branch(es) are conditional in SQL "
+            f"(e.g. {f.policy_id}: {f.reason})",
+            file=sys.stderr,
+        )
+    if stream:
+        print(f"wrote {result.stats.rows} rows to {args.output}", file=sys.stderr)
+        return 0
+    return _emit(_SqlAnswer(result, engine), args.format, columns, args.output)
 
 
 def _note_missing(inputs: Any, uid: Any, what: str) -> None:
@@ -122,12 +280,26 @@ def _note_missing(inputs: Any, uid: Any, what: str) -> None:
 def cmd_who_can(args: argparse.Namespace) -> int:
     from polang.datalog.query import who_can
 
+    files = _check_engine(args)
     inputs = load_inputs(args)
     action = uid(args.action, "action")
     resource = inputs.resource
     context = context_arg(args, inputs, [action])
     inputs.check_request(None, action, resource, context)
-    _note_missing(inputs, resource, "resource")
+    if not files:
+        _note_missing(inputs, resource, "resource")
+    if args.engine != "in-process":
+        code = _run_sql(
+            args,
+            inputs,
+            files,
+            lambda eng, out, fmt, reasons: eng.who_can(
+                action, resource, context, output=out, format=fmt, reasons=reasons
+            ),
+            ["principal"],
+        )
+        if code is not None:
+            return code
     result = who_can(
         inputs.authorizer,
         inputs.facts,
@@ -138,12 +310,13 @@ def cmd_who_can(args: argparse.Namespace) -> int:
         limit=args.limit,
         cursor=args.cursor,
     )
-    return _emit(result, args.format, ["principal"])
+    return _emit(result, args.format, ["principal"], args.output)
 
 
 def cmd_what_can(args: argparse.Namespace) -> int:
     from polang.datalog.query import what_can
 
+    files = _check_engine(args)
     inputs = load_inputs(args)
     principal = inputs.principal
     action = uid(args.action, "action") if args.action else None
@@ -155,7 +328,20 @@ def cmd_what_can(args: argparse.Namespace) -> int:
         some_action = next(iter(inputs.schema.actions), None)
         if some_action is not None:
             inputs.check_request(principal, some_action, None, kinds={"unknown_principal_type"})
-    _note_missing(inputs, principal, "principal")
+    if not files:
+        _note_missing(inputs, principal, "principal")
+    if args.engine != "in-process":
+        code = _run_sql(
+            args,
+            inputs,
+            files,
+            lambda eng, out, fmt, reasons: eng.what_can(
+                principal, action, context, output=out, format=fmt, reasons=reasons
+            ),
+            ["action", "resource"],
+        )
+        if code is not None:
+            return code
     result = what_can(
         inputs.authorizer,
         inputs.facts,
@@ -166,17 +352,30 @@ def cmd_what_can(args: argparse.Namespace) -> int:
         limit=args.limit,
         cursor=args.cursor,
     )
-    return _emit(result, args.format, ["action", "resource"])
+    return _emit(result, args.format, ["action", "resource"], args.output)
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     from polang.datalog.query import access_matrix
 
+    files = _check_engine(args)
     inputs = load_inputs(args)
     actions = [uid(a, "action") for a in args.action] if args.action else None
     context = context_arg(args, inputs, actions or [])
     for a in actions or ():
         inputs.check_request(None, a, None, context if len(actions or ()) == 1 else None)
+    if args.engine != "in-process":
+        code = _run_sql(
+            args,
+            inputs,
+            files,
+            lambda eng, out, fmt, reasons: eng.access_matrix(
+                context, actions=actions, output=out, format=fmt, reasons=reasons
+            ),
+            ["principal", "action", "resource"],
+        )
+        if code is not None:
+            return code
     with progress_bar("matrix", "(action, resource) pairs") as progress:
         result = access_matrix(
             inputs.authorizer,
@@ -188,7 +387,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
             cursor=args.cursor,
             progress=progress,
         )
-    return _emit(result, args.format, ["principal", "action", "resource"])
+    return _emit(result, args.format, ["principal", "action", "resource"], args.output)
 
 
 def _add_paging(p: argparse.ArgumentParser) -> None:
@@ -199,9 +398,22 @@ def _add_paging(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cursor", help="continue after a previous page (the cursor it printed)")
     g.add_argument(
         "--format",
-        choices=["table", "json", "csv"],
+        choices=["table", "json", "csv", "jsonl", "parquet"],
         default="table",
-        help="table (default; never cut when written to a file), json or csv",
+        help="table (default; never cut when written to a file), json, csv, jsonl, or "
+        "parquet (a SQL engine, with --output)",
+    )
+    g.add_argument(
+        "--output",
+        metavar="FILE",
+        help="write the answer to FILE (a SQL engine streams csv, jsonl and parquet to it)",
+    )
+    g.add_argument(
+        "--engine",
+        default="in-process",
+        metavar="ENGINE",
+        help="in-process (default), duckdb or spark: run the query as SQL (docs/sql.md); "
+        "--entities FILE.parquet|.jsonl are read by duckdb directly",
     )
 
 
@@ -224,6 +436,10 @@ WHAT_CAN_EXAMPLES = f"""examples:
 {_FOOT}"""
 MATRIX_EXAMPLES = f"""examples:
   polang matrix {_STORE} --context '{{}}' --format csv > access.csv
+  polang matrix {_STORE} --context '{{}}' --engine duckdb \\
+      --format parquet --output access.parquet
+  polang matrix --store S --entities users.parquet docs.jsonl --engine duckdb \\
+      --context '{{}}' --format csv --output access.csv
   polang matrix --store examples/stores/directory --action 'Acme::Action::"read"' --limit 100
 {_FOOT}"""
 
