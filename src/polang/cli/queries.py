@@ -231,27 +231,33 @@ def _run_sql(
     SQL cannot answer as asked (``SqlFallback``): the caller answers in process."""
     engine = args.engine
     sql = _sql_package(engine)
-    eng = sql.sql_engine(
-        inputs.authorizer,
-        None if files else inputs.facts,
-        inputs.schema,
-        engine=engine,
-        files=files or None,
-    )
     try:
-        stream = args.output is not None and args.format in sql.FORMATS
+        eng = sql.sql_engine(
+            inputs.authorizer,
+            None if files else inputs.facts,
+            inputs.schema,
+            engine=engine,
+            files=files or None,
+        )
         try:
-            if stream:
-                result = query(eng, args.output, args.format, False)
-            else:
-                result = query(eng, None, "parquet", True)
-        except sql.SqlFallback as e:
-            print(f"note: answered in process: {e}", file=sys.stderr)
-            return None
-    finally:
-        close = getattr(eng, "close", None)
-        if close is not None:
-            close()
+            stream = args.output is not None and args.format in sql.FORMATS
+            try:
+                if stream:
+                    result = query(eng, args.output, args.format, False)
+                else:
+                    result = query(eng, None, "parquet", True)
+            except sql.SqlFallback as e:
+                print(f"note: answered in process: {e}", file=sys.stderr)
+                return None
+        finally:
+            close = getattr(eng, "close", None)
+            if close is not None:
+                close()
+    except ImportError as e:  # pyarrow, numpy...: what the engine needs besides itself
+        raise RequestError(
+            f"--engine {engine} needs the {e.name or 'missing'} package: "
+            f"pip install '{_EXTRA[engine]}'"
+        ) from None
     conditional = [f for f in result.fallbacks if f.how == "conditional"]
     if conditional:
         f = conditional[0]
@@ -261,7 +267,8 @@ def _run_sql(
             file=sys.stderr,
         )
     if stream:
-        print(f"wrote {result.stats.rows} rows to {args.output}", file=sys.stderr)
+        n = result.stats.rows
+        print(f"wrote {n} row{'' if n == 1 else 's'} to {args.output}", file=sys.stderr)
         return 0
     return _emit(_SqlAnswer(result, engine), args.format, columns, args.output)
 
