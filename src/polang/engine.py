@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -28,7 +28,14 @@ from polang.errors import (
     TokenError,
     ValidationError,
 )
-from polang.language.entities import Entity, parse_context, parse_value
+from polang.language.entities import (
+    Entity,
+    EntityStore,
+    check_acyclic,
+    parse_context,
+    parse_value,
+    same_entity,
+)
 from polang.language.parser import parse_entity_uid
 from polang.language.schema import Schema
 from polang.language.validate import parsed_context_is_valid, validate_request
@@ -692,7 +699,7 @@ class Engine:
         """The store's entities with ``entities`` (each given in full) laid over them."""
         if isinstance(entities, str | bytes | Mapping):
             raise RequestError("entities: expected a list of entities")
-        extra: list[Entity] = []
+        given: dict[EntityUID, tuple[Entity, str]] = {}
         for i, e in enumerate(entities):
             what = f"entities[{i}]"
             _, ent = entity_or_reference(e, what, snap.store.schema)
@@ -701,8 +708,23 @@ class Engine:
                     f"{what}: a reference adds no entity; give the entity in full "
                     '({"uid": {"type", "id"}, "attrs": {...}, "parents": [...]})'
                 )
-            extra.append(ent)
-        return snap.facts.with_entities(extra)
+            previous = given.get(ent.uid)
+            if previous is not None and not same_entity(previous[0], ent):
+                # the list's order must not decide who is allowed
+                raise RequestError(
+                    f"{what}: entity {ent.uid} is already defined at {previous[1]} with other data"
+                )
+            given.setdefault(ent.uid, (ent, what))
+        if not given:
+            return snap.facts
+        # a cycle through the given entities and the store's is refused, as in an entity
+        # file (the store's own hierarchy is acyclic: a cycle passes through a given one)
+        found = _GivenOverStore(given, snap.facts.entities)
+        try:
+            check_acyclic(found, roots=list(given))
+        except EntityError as err:
+            raise RequestError(f"entities: {err}") from None
+        return snap.facts.with_entities([e for e, _ in given.values()])
 
     def _query_context(
         self, context: Mapping[str, Any] | RecordValue | None, action: EntityUID | None
@@ -1249,3 +1271,31 @@ __all__ = [
     "Response",
     "init_from_archive_bytes",
 ]
+
+
+class _GivenOverStore(Mapping[EntityUID, tuple[Entity, str]]):
+    """Entities given with a query (and where) laid over the store's, without copying the
+    store's: the hierarchy check walks only what the given entities reach."""
+
+    def __init__(self, given: dict[EntityUID, tuple[Entity, str]], store: EntityStore) -> None:
+        self._given = given
+        self._store = store
+
+    def __getitem__(self, uid: EntityUID) -> tuple[Entity, str]:
+        hit = self._given.get(uid)
+        if hit is not None:
+            return hit
+        entity = self._store.get(uid)
+        if entity is None:
+            raise KeyError(uid)
+        return entity, "the store's entities"
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._given or uid in self._store
+
+    def __iter__(self) -> Iterator[EntityUID]:
+        yield from self._given
+        yield from (e.uid for e in self._store if e.uid not in self._given)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -861,10 +861,17 @@ def parse_entities(
     return EntityStore(e for e, _ in found.values())
 
 
-def _check_acyclic(found: dict[EntityUID, tuple[Entity, str]], prefix: str) -> None:
-    """The hierarchy must be a DAG (the language rejects an entity that is its own ancestor)."""
+def _check_acyclic(
+    found: Mapping[EntityUID, tuple[Entity, str]],
+    prefix: str,
+    roots: Iterable[EntityUID] | None = None,
+) -> None:
+    """The hierarchy must be a DAG (the language rejects an entity that is its own ancestor).
+
+    ``roots``: where to start looking (every entity when ``None``); a cycle is found when
+    it is reachable from one of them."""
     state: dict[EntityUID, int] = {}  # 1 = on the current path, 2 = done
-    for root in found:
+    for root in found if roots is None else roots:
         if root in state:
             continue
         stack: list[tuple[EntityUID, Iterator[EntityUID]]] = [(root, iter(found[root][0].parents))]
@@ -978,3 +985,17 @@ def entity_to_json(e: Entity) -> dict[str, Any]:
     if e.tags:
         out["tags"] = {k: value_to_json(v) for k, v in e.tags.items()}
     return out
+
+
+def same_entity(a: Entity, b: Entity) -> bool:
+    """Whether two entries of one uid carry the same data (a repeat, not a conflict)."""
+    return _same_entity(a, b)
+
+
+def check_acyclic(
+    found: Mapping[EntityUID, tuple[Entity, str]], roots: Iterable[EntityUID] | None = None
+) -> None:
+    """``EntityError`` when the hierarchy of ``found`` (uid -> entity, where it was given)
+    has a cycle reachable from ``roots`` (all of ``found`` when ``None``); the message
+    names the cycle and where its first entity was given."""
+    _check_acyclic(found, "", roots)
