@@ -147,3 +147,5 @@ def test_explain_repairs(capsys: Capsys) -> None:
     assert {"policy", "changes"} <= set(data["repairs"][0])
     code, out, _ = run(capsys, *argv[:-1], "--json")
     assert "repairs" not in json.loads(out)
+    code, out, _ = run(capsys, *argv, "--format", "json")  # the spelling
+    assert json.loads(out)["repairs"] == data["repairs"]

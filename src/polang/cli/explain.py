@@ -48,7 +48,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         inputs.facts,
         schema=inputs.schema,
     )
-    if args.json:
+    if args.json or args.format == "json":
         print(json.dumps(ex.to_dict(repairs=args.repairs), indent=2))
     else:
         output_console().print(
@@ -80,7 +80,13 @@ def register(sub: Any) -> None:
         default="compiled",
         help="the backend that decides (default: compiled; pydatalog is the slow reference)",
     )
-    p.add_argument("--json", action="store_true", help="print the explanation as JSON")
+    p.add_argument(
+        "--format",
+        choices=("tree", "json"),
+        default="tree",
+        help="tree (default) or json: one JSON object on stdout (`repairs` a list with --repairs)",
+    )
+    p.add_argument("--json", action="store_true", help="the same as --format json")
     p.add_argument("--rules", action="store_true", help="show the Datalog rule behind each step")
     p.add_argument("--all", action="store_true", help="list every policy, not only relevant ones")
     p.add_argument(
