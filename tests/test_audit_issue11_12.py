@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trustme
 
 import polang
 from polang import Engine, TokenError, TokenInput
@@ -40,28 +39,9 @@ SUFFIX = 60
 # ---------------------------------------------------------------- loopback providers
 
 
-@pytest.fixture(scope="module")
-def ca() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture(scope="module")
-def server_ctx(ca: trustme.CA) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("localhost", "127.0.0.1").configure_cert(ctx)
-    return ctx
-
-
-@pytest.fixture(scope="module")
-def client_ctx(ca: trustme.CA) -> ssl.SSLContext:
-    ctx = ssl.create_default_context()
-    ca.configure_trust(ctx)
-    return ctx
-
-
 @pytest.fixture
 def engine_for(
-    tmp_path: Path, server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext
+    tmp_path: Path, server_ssl_context: ssl.SSLContext, client_ssl_context: ssl.SSLContext
 ) -> Iterator[Callable[..., tuple[Engine, OidcProvider]]]:
     """An Engine over a directory store trusting two loopback providers; returns acme."""
     started: list[OidcProvider] = []
@@ -70,9 +50,9 @@ def engine_for(
     def make(
         routes: dict[str, Any] | None = None, acme_endpoint: str | None = None, **props: Any
     ) -> tuple[Engine, OidcProvider]:
-        acme = OidcProvider(server_ctx, prefix="/realms/acme")
+        acme = OidcProvider(server_ssl_context, prefix="/realms/acme")
         acme.add_key("RS256")
-        partner = OidcProvider(server_ctx, prefix="/partner")
+        partner = OidcProvider(server_ssl_context, prefix="/partner")
         partner.add_key("EdDSA")
         for p in (acme, partner):
             p.start()
@@ -91,7 +71,7 @@ def engine_for(
             "ENGINE_HTTP_REQUEST_TIMEOUT": 5,
             **props,
         }
-        engine = Engine(cfg, ssl_context=client_ctx)
+        engine = Engine(cfg, ssl_context=client_ssl_context)
         engines.append(engine)
         return engine, acme
 
@@ -347,19 +327,19 @@ def test_polang_public_names_used_here_exist() -> None:
 
 
 def test_11_engine_store_url_redirected_from_https_to_http_is_refused(
-    server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext, tmp_path: Path
+    server_ssl_context: ssl.SSLContext, client_ssl_context: ssl.SSLContext, tmp_path: Path
 ) -> None:
     archive = tmp_path / "s.parc"
     r = run_cli("store", "pack", str(STORE), "-o", str(archive))
     assert r.returncode == 0, r.stderr
-    secure = OidcProvider(server_ctx).start()
-    plain = OidcProvider(server_ctx, tls=False).start()
+    secure = OidcProvider(server_ssl_context).start()
+    plain = OidcProvider(server_ssl_context, tls=False).start()
     try:
         plain.routes["/s.parc"] = body(archive.read_bytes())
         secure.routes["/s.parc"] = lambda h: redirect(plain.url("/s.parc"))(h)
         cfg = {"ENGINE_POLICY_STORE_URI": secure.url("/s.parc"), "ENGINE_HTTP_MAX_RETRIES": 0}
         with pytest.raises(PolicyStoreError, match="refused"):
-            Engine(cfg, ssl_context=client_ctx)
+            Engine(cfg, ssl_context=client_ssl_context)
         assert plain.requests["/s.parc"] == 0
     finally:
         secure.stop()
@@ -424,7 +404,7 @@ when {
 
 
 def test_12_a_cedarling_form_store_decides_real_tokens_through_the_engine(
-    tmp_path: Path, server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext
+    tmp_path: Path, server_ssl_context: ssl.SSLContext, client_ssl_context: ssl.SSLContext
 ) -> None:
     """One issuer record per file (``configuration_endpoint``, ``id``, old ``access_tokens``
     field), metadata without timestamps, a sha1 manifest that lists itself, tokens required
@@ -432,7 +412,7 @@ def test_12_a_cedarling_form_store_decides_real_tokens_through_the_engine(
     from store.storekit import write_tree
     from store.test_cedarling_forms import METADATA, with_manifest
 
-    idp = OidcProvider(server_ctx, prefix="/jans")
+    idp = OidcProvider(server_ssl_context, prefix="/jans")
     idp.add_key("RS256")
     idp.start()
     try:
@@ -455,7 +435,7 @@ def test_12_a_cedarling_form_store_decides_real_tokens_through_the_engine(
         assert "manifest.json" in json.loads((root / "manifest.json").read_text())["files"]
         engine = Engine(
             {"ENGINE_POLICY_STORE_LOCAL_FN": str(root), "ENGINE_HTTP_MAX_RETRIES": 0},
-            ssl_context=client_ctx,
+            ssl_context=client_ssl_context,
         )
         try:
             app = {"uid": {"type": "Jans::Application", "id": "a"}, "attrs": {"name": "A"}}

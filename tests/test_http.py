@@ -40,32 +40,13 @@ from tokens.oidc_server import (
 )
 
 
-@pytest.fixture(scope="module")
-def ca() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture(scope="module")
-def server_ctx(ca: trustme.CA) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("localhost", "127.0.0.1").configure_cert(ctx)
-    return ctx
-
-
-@pytest.fixture(scope="module")
-def client_ctx(ca: trustme.CA) -> ssl.SSLContext:
-    ctx = ssl.create_default_context()
-    ca.configure_trust(ctx)
-    return ctx
-
-
 @pytest.fixture
-def serve(server_ctx: ssl.SSLContext) -> Iterator[Callable[..., OidcProvider]]:
+def serve(server_ssl_context: ssl.SSLContext) -> Iterator[Callable[..., OidcProvider]]:
     """``serve(tls=True)``: a loopback server answering only the routes a test sets."""
     started: list[OidcProvider] = []
 
     def make(*, tls: bool = True, context: ssl.SSLContext | None = None) -> OidcProvider:
-        p = OidcProvider(context or server_ctx, tls=tls).start()
+        p = OidcProvider(context or server_ssl_context, tls=tls).start()
         started.append(p)
         return p
 
@@ -75,13 +56,13 @@ def serve(server_ctx: ssl.SSLContext) -> Iterator[Callable[..., OidcProvider]]:
 
 
 @pytest.fixture
-def fetcher(client_ctx: ssl.SSLContext) -> Iterator[Callable[..., Fetcher]]:
+def fetcher(client_ssl_context: ssl.SSLContext) -> Iterator[Callable[..., Fetcher]]:
     made: list[Fetcher] = []
 
     def make(**limits: float) -> Fetcher:
         limits.setdefault("timeout", 5)
         limits.setdefault("max_retries", 0)
-        f = Fetcher(FetchLimits(**limits), client_ctx)  # type: ignore[arg-type]
+        f = Fetcher(FetchLimits(**limits), client_ssl_context)  # type: ignore[arg-type]
         made.append(f)
         return f
 

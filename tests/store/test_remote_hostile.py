@@ -12,7 +12,6 @@ import threading
 from collections.abc import Callable, Iterator
 
 import pytest
-import trustme
 
 from polang.config import Config
 from polang.errors import PolangError
@@ -29,26 +28,12 @@ def archive(extra: bool = False) -> bytes:
     return zip_bytes(store_files({"policies/extra.polang": EXTRA} if extra else None))
 
 
-@pytest.fixture(scope="module")
-def ca() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture(scope="module")
-def client_ctx(ca: trustme.CA) -> ssl.SSLContext:
-    ctx = ssl.create_default_context()
-    ca.configure_trust(ctx)
-    return ctx
-
-
 @pytest.fixture
-def serve(ca: trustme.CA) -> Iterator[Callable[..., OidcProvider]]:
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("localhost", "127.0.0.1").configure_cert(ctx)
+def serve(server_ssl_context: ssl.SSLContext) -> Iterator[Callable[..., OidcProvider]]:
     started: list[OidcProvider] = []
 
     def make(tls: bool = True) -> OidcProvider:
-        p = OidcProvider(ctx, tls=tls).start()
+        p = OidcProvider(server_ssl_context, tls=tls).start()
         started.append(p)
         return p
 
@@ -65,43 +50,43 @@ def load_error(url: str, config: Config, ctx: ssl.SSLContext) -> PolicyStoreLoad
 
 
 def test_an_https_store_redirected_to_http_is_refused(
-    serve: Callable[..., OidcProvider], client_ctx: ssl.SSLContext
+    serve: Callable[..., OidcProvider], client_ssl_context: ssl.SSLContext
 ) -> None:
     secure, plain = serve(), serve(tls=False)
     plain.routes["/s.parc"] = body(archive())  # a store anyone on the path could change
     secure.routes["/s.parc"] = redirect(plain.url("/s.parc"))
-    err = load_error(secure.url("/s.parc"), FAST, client_ctx)
+    err = load_error(secure.url("/s.parc"), FAST, client_ssl_context)
     assert f"redirect from {secure.url('/s.parc')} to {plain.url('/s.parc')} refused" in str(err)
     assert plain.requests["/s.parc"] == 0
 
 
 def test_an_https_store_may_move_within_https(
-    serve: Callable[..., OidcProvider], client_ctx: ssl.SSLContext
+    serve: Callable[..., OidcProvider], client_ssl_context: ssl.SSLContext
 ) -> None:
     old, new = serve(), serve()
     new.routes["/v2/s.parc"] = body(archive())
     old.routes["/s.parc"] = redirect(new.url("/v2/s.parc"), 308)
-    store = PolicyStoreSource.url(old.url("/s.parc")).load(FAST, ssl_context=client_ctx)
+    store = PolicyStoreSource.url(old.url("/s.parc")).load(FAST, ssl_context=client_ssl_context)
     assert store.id == "app-store"
 
 
 def test_a_dripping_store_ends_at_the_deadline(
-    serve: Callable[..., OidcProvider], client_ctx: ssl.SSLContext
+    serve: Callable[..., OidcProvider], client_ssl_context: ssl.SSLContext
 ) -> None:
     p = serve()
     p.routes["/s.parc"] = drip(archive(), every=0.05)  # minutes at this pace
     config = Config(http_request_timeout=0.5, http_max_retries=3)
-    err = load_error(p.url("/s.parc"), config, client_ctx)
+    err = load_error(p.url("/s.parc"), config, client_ssl_context)
     assert "fetching the store failed: timed out after 0.5 s" in str(err)
     assert "ENGINE_HTTP_REQUEST_TIMEOUT" in str(err)
 
 
 def test_retry_after_on_a_store_fetch(
-    serve: Callable[..., OidcProvider], client_ctx: ssl.SSLContext
+    serve: Callable[..., OidcProvider], client_ssl_context: ssl.SSLContext
 ) -> None:
     p = serve()
     p.routes["/s.parc"] = status(503, {"Retry-After": "3600"})
-    err = load_error(p.url("/s.parc"), Config(http_max_retries=3), client_ctx)
+    err = load_error(p.url("/s.parc"), Config(http_max_retries=3), client_ssl_context)
     assert "the server asked to retry after 3600 s" in str(err)
     assert p.requests["/s.parc"] == 1
 
@@ -119,14 +104,16 @@ class Sink:
 
 
 def test_a_refresh_redirected_to_http_keeps_the_last_good_store(
-    serve: Callable[..., OidcProvider], client_ctx: ssl.SSLContext
+    serve: Callable[..., OidcProvider], client_ssl_context: ssl.SSLContext
 ) -> None:
     secure, plain = serve(), serve(tls=False)
     secure.routes["/s.parc"] = body(archive())
     source = PolicyStoreSource.url(secure.url("/s.parc"))
-    first = source.load(FAST, ssl_context=client_ctx)
+    first = source.load(FAST, ssl_context=client_ssl_context)
     sink = Sink()
-    r = StoreRefresher(source, FAST, sink.update, sink.error, current=first, ssl_context=client_ctx)
+    r = StoreRefresher(
+        source, FAST, sink.update, sink.error, current=first, ssl_context=client_ssl_context
+    )
     plain.routes["/s.parc"] = body(archive(extra=True))
     secure.routes["/s.parc"] = redirect(plain.url("/s.parc"))
     assert r.refresh_now() is False
@@ -135,7 +122,7 @@ def test_a_refresh_redirected_to_http_keeps_the_last_good_store(
 
 
 def test_a_slow_refresh_does_not_block_stop(
-    serve: Callable[..., OidcProvider], client_ctx: ssl.SSLContext
+    serve: Callable[..., OidcProvider], client_ssl_context: ssl.SSLContext
 ) -> None:
     """The refresher's fetch has the same deadline: stop() waits for it, never longer."""
     p = serve()
@@ -148,7 +135,7 @@ def test_a_slow_refresh_does_not_block_stop(
         config,
         sink.update,
         sink.error,
-        ssl_context=client_ctx,
+        ssl_context=client_ssl_context,
     )
     try:
         assert r.refresh_now() is False

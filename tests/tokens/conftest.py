@@ -5,11 +5,9 @@ from __future__ import annotations
 import ssl
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import trustme
 
 from polang.tokens import IssuerSettings, TokenProcessor, TokenSettings
 
@@ -27,32 +25,6 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
-
-
-@pytest.fixture(scope="session")
-def tls_ca() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture(scope="session")
-def server_ssl_context(tls_ca: trustme.CA) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    tls_ca.issue_cert("localhost", "127.0.0.1").configure_cert(ctx)
-    return ctx
-
-
-@pytest.fixture(scope="session")
-def client_ssl_context(tls_ca: trustme.CA) -> ssl.SSLContext:
-    ctx = ssl.create_default_context()
-    tls_ca.configure_trust(ctx)
-    return ctx
-
-
-@pytest.fixture(scope="session")
-def ca_pem_file(tls_ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("ca") / "ca.pem"
-    tls_ca.cert_pem.write_to_path(str(path))
-    return path
 
 
 @pytest.fixture
