@@ -236,6 +236,10 @@ def test_from_file_errors_name_the_file(tmp_path: Path) -> None:
     bad.write_text('{"ENGINE_LOG_TYPE": }')
     with pytest.raises(ConfigError, match=r"bad\.json:1:\d+: invalid JSON"):
         Config.from_file(bad)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 50_000 + "]" * 50_000)
+    with pytest.raises(ConfigError, match=r"deep\.json: JSON nests deeper .*MAX_JSON_DEPTH"):
+        Config.from_file(deep)
     bad_yaml = tmp_path / "bad.yaml"
     bad_yaml.write_text("ENGINE_LOG_TYPE: [\n")
     with pytest.raises(ConfigError, match=r"bad\.yaml:\d+:\d+: invalid YAML"):

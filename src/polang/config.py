@@ -10,7 +10,6 @@ the middle of a request.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import os
 import re
@@ -553,10 +552,9 @@ class Config:
         data: Any
         suffix = p.suffix.lower()
         if suffix == ".json":
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"{p}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from e
+            from polang.jsonlimits import loads
+
+            data = loads(text, what=str(p), error=ConfigError)
         else:
             import yaml
 

@@ -42,6 +42,11 @@ def json_depth(text: str) -> int:
     return best
 
 
+def too_deep(text: str, max_depth: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``text`` nests deeper than ``max_depth`` (counted only when it could)."""
+    return text.count("[") + text.count("{") > max_depth and json_depth(text) > max_depth
+
+
 def check_depth(
     text: str,
     *,
@@ -50,7 +55,7 @@ def check_depth(
     max_depth: int = MAX_JSON_DEPTH,
 ) -> None:
     """Raise ``error`` when ``text`` nests deeper than ``max_depth``."""
-    if text.count("[") + text.count("{") > max_depth and json_depth(text) > max_depth:
+    if too_deep(text, max_depth):
         raise error(
             f"{what}: JSON nests deeper than the limit of {max_depth} levels "
             "(MAX_JSON_DEPTH, docs/security.md)"
@@ -67,7 +72,7 @@ def loads(
     """``json.loads`` for untrusted text: bounded depth, and every failure is ``error``.
 
     ``what`` names the source in the message (a file, a token index, a URL). Invalid JSON
-    is reported with its line and column, as ``json`` gives them.
+    is reported as ``what:line:col``, the project's way of saying where.
     """
     if isinstance(text, bytes | bytearray):
         try:
@@ -78,7 +83,7 @@ def loads(
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise error(f"{what}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+        raise error(f"{what}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
     except (ValueError, RecursionError) as e:  # e.g. an integer of more than 4,300 digits
         raise error(f"{what}: invalid JSON: {value_error_text(e)}") from None
 

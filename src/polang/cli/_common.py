@@ -8,7 +8,6 @@ that building the parser stays cheap.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -30,15 +29,9 @@ def read_text(path: str, what: str) -> str:
 
 def parse_json(text: str, where: str) -> Any:
     """Untrusted JSON: depth bounded first (``polang.jsonlimits``), errors as ``where:line:col``."""
-    from polang.jsonlimits import check_depth, value_error_text
+    from polang.jsonlimits import loads
 
-    check_depth(text, what=where, error=RequestError)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise RequestError(f"{where}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
-    except ValueError as e:  # e.g. an integer of more than 4,300 digits
-        raise RequestError(f"{where}: invalid JSON: {value_error_text(e)}") from None
+    return loads(text, what=where, error=RequestError)
 
 
 def json_file(path: str, what: str) -> Any:

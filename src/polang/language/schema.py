@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from polang.errors import SchemaError
-from polang.jsonlimits import MAX_JSON_DEPTH, depth_of, json_depth
+from polang.jsonlimits import MAX_JSON_DEPTH, depth_of, too_deep
 from polang.language import lalr
 from polang.language.lalr import Token, Tree
 from polang.language.values import EntityUID
@@ -358,7 +358,7 @@ def json_loads_checked(text: str | bytes) -> Any:
     """
     if isinstance(text, bytes | bytearray):
         text = bytes(text).decode("utf-8")
-    if (text.count("[") + text.count("{") > MAX_JSON_DEPTH) and json_depth(text) > MAX_JSON_DEPTH:
+    if too_deep(text):
         raise JSONLimitError(
             f"JSON nests deeper than the limit of {MAX_JSON_DEPTH} levels "
             "(MAX_JSON_DEPTH, docs/security.md)"

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from polang.errors import PolicyStoreError
-from polang.jsonlimits import MAX_JSON_DEPTH, check_depth
+from polang.jsonlimits import MAX_JSON_DEPTH, check_depth, value_error_text
 from polang.store.errors import Problems
 from polang.store.fields import show
 
@@ -111,13 +111,6 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _value_error(e: Exception) -> str:
-    text = str(e)
-    if "integer string conversion" in text:  # Python's int() guard (sys.int_info)
-        return "a number has more than 4,300 digits"
-    return text[:300]
-
-
 def load_json(text: str, *, file: str, problems: Problems, location: str | None = None) -> Any:
     """Strict JSON (no duplicate keys, no NaN, bounded nesting); ``None`` with a problem.
 
@@ -155,7 +148,7 @@ def load_json(text: str, *, file: str, problems: Problems, location: str | None 
             location,
         )
     except ValueError as e:  # duplicate keys, NaN, an integer of more than 4,300 digits
-        problems.add("json_syntax", file, f"invalid JSON: {_value_error(e)}", location)
+        problems.add("json_syntax", file, f"invalid JSON: {value_error_text(e)}", location)
     return None
 
 
@@ -346,7 +339,7 @@ def load_yaml(text: str, *, file: str, problems: Problems) -> Any:
         problem = getattr(e, "problem", None) or str(e)
         problems.add("yaml_syntax", file, f"invalid YAML: {str(problem)[:300]}", where)
     except (ValueError, TypeError, OverflowError) as e:  # int("1" * 5000) and the like
-        problems.add("yaml_syntax", file, f"invalid YAML: {_value_error(e)}")
+        problems.add("yaml_syntax", file, f"invalid YAML: {value_error_text(e)}")
     return None
 
 
