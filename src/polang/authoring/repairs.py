@@ -80,6 +80,12 @@ ChangeKind = Literal[
     "remove_tag",
 ]
 
+#: The change to an entity's attribute (``False``) or tag (``True``): set, or (``True``) removed.
+_VALUE_CHANGES: dict[bool, dict[bool, ChangeKind]] = {
+    False: {False: "set_attribute", True: "remove_attribute"},
+    True: {False: "set_tag", True: "remove_tag"},
+}
+
 _MISSING = object()
 
 
@@ -1120,26 +1126,16 @@ class _Materializer:
         assert place.entity is not None
         ent = self.world.facts.get(place.entity)
         head, rest = place.path[0], place.path[1:]
-        if place.kind == "tag":
-            old = ent.tags.get(head, _MISSING) if ent is not None else _MISSING
-            new = _set_path(old, rest, value) if rest else value
-            remove = new is _MISSING
-            return Change(
-                "remove_tag" if remove else "set_tag",
-                place.entity,
-                tag=head,
-                path=rest,
-                value=None if remove else new,
-                value_key=None if remove else _vk(new),
-                constraint=constraint,
-            )
-        old = ent.attrs.get(head, _MISSING) if ent is not None else _MISSING
+        tag = place.kind == "tag"
+        values = (ent.tags if tag else ent.attrs) if ent is not None else {}
+        old = values.get(head, _MISSING)
         new = _set_path(old, rest, value) if rest else value
         remove = new is _MISSING
         return Change(
-            "remove_attribute" if remove else "set_attribute",
+            _VALUE_CHANGES[tag][remove],
             place.entity,
-            attribute=head,
+            tag=head if tag else None,
+            attribute=None if tag else head,
             path=rest,
             value=None if remove else new,
             value_key=None if remove else _vk(new),
