@@ -158,26 +158,12 @@ class UUIDv7Generator:
         clock = self._clock_ms
         now = time.time_ns() // 1_000_000 if clock is None else int(clock())
         with self._lock:
-            if now > self._last_ms:
-                self._last_ms = now
-                self._counter = self._random_int(self._counter_bits - 1)
-            else:
-                self._counter += 1
-                if self._counter >> self._counter_bits:
-                    self._last_ms += 1
-                    self._counter = self._random_int(self._counter_bits - 1)
+            self._advance(now)
             ms, counter = self._last_ms, self._counter
             tail = 0
             if self._tail_bytes:
                 tail = int.from_bytes(self._draw(self._tail_bytes), "big") & self._tail_mask
-        if not 0 <= ms < 1 << 48:
-            raise LogError(f"UUIDv7 timestamp {ms} ms is outside the 48-bit range")
-        rand = (counter << self._random_tail_bits) | tail
-        # 48-bit ms, version 7, rand_a (12 bits), variant 0b10, rand_b (62 bits)
-        value = (ms << 80) | _UUID7_VERSION | ((rand >> 62) << 64) | _UUID7_VARIANT
-        value |= rand & _UUID7_RAND_B
-        h = f"{value:032x}"
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        return self._format(ms, counter, tail)
 
     def many(self, n: int) -> list[str]:
         """``n`` ids, as ``n`` calls would make them, with one clock read, one lock and one
@@ -186,30 +172,37 @@ class UUIDv7Generator:
             return [self() for _ in range(n)]
         clock = self._clock_ms
         now = time.time_ns() // 1_000_000 if clock is None else int(clock())
-        size = self._tail_bytes
-        mask, tail_bits = self._tail_mask, self._random_tail_bits
+        size, mask = self._tail_bytes, self._tail_mask
         out: list[str] = []
         with self._lock:
             pool = self._draw(size * n) if size else b""
             for k in range(n):
-                if now > self._last_ms:
-                    self._last_ms = now
-                    self._counter = self._random_int(self._counter_bits - 1)
-                else:
-                    self._counter += 1
-                    if self._counter >> self._counter_bits:
-                        self._last_ms += 1
-                        self._counter = self._random_int(self._counter_bits - 1)
-                ms = self._last_ms
-                if not 0 <= ms < 1 << 48:
-                    raise LogError(f"UUIDv7 timestamp {ms} ms is outside the 48-bit range")
+                self._advance(now)
                 tail = int.from_bytes(pool[k * size : (k + 1) * size], "big") & mask if size else 0
-                rand = (self._counter << tail_bits) | tail
-                value = (ms << 80) | _UUID7_VERSION | ((rand >> 62) << 64) | _UUID7_VARIANT
-                value |= rand & _UUID7_RAND_B
-                h = f"{value:032x}"
-                out.append(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
+                out.append(self._format(self._last_ms, self._counter, tail))
         return out
+
+    def _advance(self, now: int) -> None:
+        """The next (ms, counter) for a clock reading of ``now``: monotonic even when the
+        clock stands still or goes back. The caller holds the lock."""
+        if now > self._last_ms:
+            self._last_ms = now
+            self._counter = self._random_int(self._counter_bits - 1)
+        else:
+            self._counter += 1
+            if self._counter >> self._counter_bits:
+                self._last_ms += 1
+                self._counter = self._random_int(self._counter_bits - 1)
+
+    def _format(self, ms: int, counter: int, tail: int) -> str:
+        if not 0 <= ms < 1 << 48:
+            raise LogError(f"UUIDv7 timestamp {ms} ms is outside the 48-bit range")
+        rand = (counter << self._random_tail_bits) | tail
+        # 48-bit ms, version 7, rand_a (12 bits), variant 0b10, rand_b (62 bits)
+        value = (ms << 80) | _UUID7_VERSION | ((rand >> 62) << 64) | _UUID7_VARIANT
+        value |= rand & _UUID7_RAND_B
+        h = f"{value:032x}"
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 _default_uuid7 = UUIDv7Generator()
