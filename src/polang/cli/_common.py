@@ -27,6 +27,21 @@ def read_text(path: str, what: str) -> str:
         raise RequestError(f"{what} {path}: not UTF-8 text (byte {e.start})") from None
 
 
+def add_command(
+    sub: Any, name: str, help: str, epilog: str, *, description: str | None = None
+) -> argparse.ArgumentParser:
+    """A command's parser as every command has it: ``help`` (capitalised, a full stop) as
+    the description unless one is given, and the epilog's examples kept as written."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=help,
+        description=description or help[0].upper() + help[1:] + ".",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
 def parse_json(text: str, where: str) -> Any:
     """Untrusted JSON: depth bounded first (``polang.jsonlimits``), errors as ``where:line:col``."""
     from polang.jsonlimits import loads

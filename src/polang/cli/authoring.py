@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from polang.cli._common import json_arg, json_file, output_console
+from polang.cli._common import add_command, json_arg, json_file, output_console
 
 TEST_EXAMPLES = """examples:
   polang test examples/tests
@@ -122,14 +122,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "test",
-        help="run policy test files (expected decisions), with coverage",
+        "run policy test files (expected decisions), with coverage",
+        TEST_EXAMPLES,
         description="Run every policy test file (*.polangtest.yaml, .yml, .json) under the "
         "paths: each case's decision, reasons and errors are checked; failures show the "
         "explanation of what happened.",
-        epilog=TEST_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="test files or directories")
     p.add_argument(
@@ -148,14 +148,14 @@ def register(sub: Any) -> None:
     )
     p.set_defaults(func=cmd_test)
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "diff",
-        help="who gains or loses access between two stores (or with new entity data)",
+        "who gains or loses access between two stores (or with new entity data)",
+        DIFF_EXAMPLES,
         description="The exact change in the access matrix: every (principal, action, "
         "resource) that gains or loses access, with the policies that grant or block it "
         "now and before.",
-        epilog=DIFF_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "--store",

@@ -9,6 +9,7 @@ from typing import Any
 from polang.cli._common import (
     CONTEXT_HELP,
     ENTITY_HELP,
+    add_command,
     entity_arg,
     json_arg,
     output_console,
@@ -76,13 +77,13 @@ exit status: 0 allow, 1 deny, 2 bad input (one 'error:' line on stderr)
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "authorize",
-        help="decide one request against a store",
+        "decide one request against a store",
+        EXAMPLES,
         description="Decide one request against a store: the decision, the policies that "
         "determined it, the policies that failed to evaluate and the tokens dropped.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "--store",

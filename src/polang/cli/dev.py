@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, cast
+from typing import Any
 
-from polang.cli._common import engine_config, progress_bar, read_text, store_config
+from polang.cli._common import add_command, engine_config, progress_bar, read_text, store_config
 from polang.errors import PolangError
 
 
@@ -115,19 +115,6 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     return 0 if not summary.failures else 1
 
 
-def _parser(sub: Any, name: str, help: str, epilog: str) -> argparse.ArgumentParser:
-    return cast(
-        argparse.ArgumentParser,
-        sub.add_parser(
-            name,
-            help=help,
-            description=help[0].upper() + help[1:] + ".",
-            epilog=epilog,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        ),
-    )
-
-
 VALIDATE_EXAMPLES = """examples:
   polang validate examples/stores/directory
   polang validate --schema examples/stores/directory/schema.polangschema my-policy.polang
@@ -152,7 +139,7 @@ exit status: 0 everything agrees, 1 failures (listed), 2 the corpus cannot be re
 
 
 def register(sub: Any) -> None:
-    p = _parser(
+    p = add_command(
         sub, "validate", "strictly validate a store's policies, or policy files", VALIDATE_EXAMPLES
     )
     p.add_argument(
@@ -163,7 +150,9 @@ def register(sub: Any) -> None:
     )
     p.set_defaults(func=cmd_validate)
 
-    p = _parser(sub, "rules", "print the Datalog program that policies lower to", RULES_EXAMPLES)
+    p = add_command(
+        sub, "rules", "print the Datalog program that policies lower to", RULES_EXAMPLES
+    )
     p.add_argument("policies", nargs="*", help=".polang files")
     p.add_argument(
         "--schema", metavar="FILE", help="a .polangschema (or JSON .json) file, checked for errors"
@@ -184,7 +173,7 @@ def register(sub: Any) -> None:
     )
     p.set_defaults(func=cmd_rules)
 
-    p = _parser(sub, "conformance", "run a conformance corpus", CONFORMANCE_EXAMPLES)
+    p = add_command(sub, "conformance", "run a conformance corpus", CONFORMANCE_EXAMPLES)
     p.add_argument(
         "dir", help="a directory laid out like the conformance pack, or a .tar.gz of one"
     )

@@ -13,6 +13,7 @@ from typing import Any
 
 from polang.cli._common import (
     ENTITY_HELP,
+    add_command,
     add_inputs,
     context_arg,
     load_inputs,
@@ -58,13 +59,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "explain",
-        help="why a request is allowed or denied (the derivation of each verdict)",
+        "why a request is allowed or denied (the derivation of each verdict)",
+        EXAMPLES,
         description="Why a request is allowed or denied: the derivation of every relevant "
         "policy's verdict.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_inputs(p)
     p.add_argument(

@@ -7,10 +7,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, TextIO, cast
+from typing import Any, TextIO
 
 from polang.cli._common import (
     ENTITY_HELP,
+    add_command,
     add_inputs,
     context_arg,
     load_inputs,
@@ -453,16 +454,8 @@ MATRIX_EXAMPLES = f"""examples:
 
 def register(sub: Any) -> None:
     def parser(name: str, help: str, epilog: str) -> argparse.ArgumentParser:
-        return cast(
-            argparse.ArgumentParser,
-            sub.add_parser(
-                name,
-                help=help,
-                description=help[0].upper() + help[1:] + " (see docs/queries.md).",
-                epilog=epilog,
-                formatter_class=argparse.RawDescriptionHelpFormatter,
-            ),
-        )
+        description = help[0].upper() + help[1:] + " (see docs/queries.md)."
+        return add_command(sub, name, help, epilog, description=description)
 
     p = parser("who-can", "every principal allowed an action on a resource", WHO_CAN_EXAMPLES)
     add_inputs(p)

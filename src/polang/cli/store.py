@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
+
+from polang.cli._common import add_command
 
 if TYPE_CHECKING:
     from polang.config import Config
@@ -102,12 +104,12 @@ exit status: 0 valid / written, 1 the store has problems (each printed), 2 bad i
 
 def register(subparsers: Any) -> None:
     """Register ``polang store validate|pack|convert`` on the main parser's subparsers."""
-    store = subparsers.add_parser(
+    store = add_command(
+        subparsers,
         "store",
-        help="validate, pack and convert policy stores",
+        "validate, pack and convert policy stores",
+        STORE_EXAMPLES,
         description="Tools for policy stores (docs/policy-store.md#tools).",
-        epilog=STORE_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = store.add_subparsers(dest="store_command", required=True, metavar="STORE_COMMAND")
 
@@ -120,16 +122,7 @@ def register(subparsers: Any) -> None:
         )
 
     def parser(name: str, help: str) -> argparse.ArgumentParser:
-        return cast(
-            argparse.ArgumentParser,
-            sub.add_parser(
-                name,
-                help=help,
-                description=help[0].upper() + help[1:] + ".",
-                epilog=STORE_EXAMPLES,
-                formatter_class=argparse.RawDescriptionHelpFormatter,
-            ),
-        )
+        return add_command(sub, name, help, STORE_EXAMPLES)
 
     p = parser("validate", "load a store and print a summary or every problem")
     p.add_argument("source", help="directory, .parc, .json, .yaml/.yml or http(s) URL")
