@@ -17,7 +17,12 @@ fetch:
 - **Size.** ``ENGINE_HTTP_MAX_RESPONSE_SIZE_BYTES`` caps the body after decoding (gzip and
   deflate are decoded here, within the cap; other encodings are refused).
 - **Trust.** The system trust store plus ``SSL_CERT_FILE``/``SSL_CERT_DIR``, or the
-  caller's ``ssl.SSLContext``. No proxies from the environment, no cookies.
+  caller's ``ssl.SSLContext``. No cookies.
+- **Proxies.** ``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``ALL_PROXY`` (either case) and
+  ``NO_PROXY``, read when the client is built, as the standard library reads them: an
+  ``http://`` proxy (with ``user:password@`` for Basic authentication) tunnels https with
+  ``CONNECT``. Loopback hosts are never proxied. A proxy URL of another scheme fails the
+  fetch, saying so (never a silent direct connection).
 
 httpx (and httpcore below it) is imported on the first fetch only: an engine that never
 fetches never loads it.
@@ -188,8 +193,115 @@ def _clamp(timeout: float | None) -> float:
     return left if timeout is None else min(timeout, left)
 
 
-def _transport(ssl_context: ssl.SSLContext) -> httpx.BaseTransport:
-    """An httpx transport whose every socket operation obeys the thread's deadline."""
+@dataclass(frozen=True, slots=True)
+class Proxy:
+    """An ``http://`` proxy from the environment; ``shown`` is its URL without credentials."""
+
+    url: str
+    auth: tuple[bytes, bytes] | None  # Basic credentials, UTF-8
+    shown: str
+
+
+@dataclass(frozen=True, slots=True)
+class Proxies:
+    """Which proxy a URL goes through: per scheme, with ``NO_PROXY``'s exceptions."""
+
+    by_scheme: Mapping[str, Proxy | str]  # a str is why that scheme's proxy is unusable
+    no_proxy: str = ""
+
+    @classmethod
+    def from_environment(cls) -> Proxies:
+        """The standard library's reading of ``*_proxy`` (either case; lowercase wins)."""
+        import urllib.request
+
+        found = dict(urllib.request.getproxies_environment())
+        no_proxy = found.pop("no", "")
+        by_scheme: dict[str, Proxy | str] = {}
+        for scheme in ("http", "https"):
+            name = f"{scheme.upper()}_PROXY" if found.get(scheme) else "ALL_PROXY"
+            raw = found.get(scheme) or found.get("all")
+            if raw:
+                by_scheme[scheme] = _read_proxy(raw, name)
+        return cls(by_scheme, no_proxy)
+
+    def for_url(self, scheme: str, host: str) -> Proxy | str | None:
+        """The proxy for a URL, the reason its proxy is unusable, or None (direct)."""
+        chosen = self.by_scheme.get(scheme)
+        if chosen is None or _is_loopback(host) or self._bypassed(host):
+            return None
+        return chosen
+
+    def _bypassed(self, host: str) -> bool:
+        """``NO_PROXY``: ``*``, host names and domain suffixes (a leading dot optional, a
+        ``:port`` ignored), IP addresses and CIDR blocks, separated by commas or spaces."""
+        if not self.no_proxy:
+            return False
+        import ipaddress
+
+        h = host.strip("[]").lower().rstrip(".")
+        try:
+            ip: Any = ipaddress.ip_address(h)
+        except ValueError:
+            ip = None
+        for entry in self.no_proxy.replace(",", " ").split()[:256]:
+            e = entry.strip().lower()
+            if e == "*":
+                return True
+            if ip is not None:
+                try:
+                    if ip in ipaddress.ip_network(e.strip("[]"), strict=False):
+                        return True
+                except ValueError:
+                    pass
+            e = e.rsplit(":", 1)[0] if e.count(":") == 1 else e
+            e = e.lstrip("*").lstrip(".").rstrip(".")
+            if e and (h == e or h.endswith("." + e)):
+                return True
+        return False
+
+
+def _read_proxy(raw: str, name: str) -> Proxy | str:
+    from urllib.parse import unquote
+
+    try:
+        parts = urlsplit(raw if "://" in raw else "http://" + raw)
+        port = parts.port
+    except ValueError:
+        return f"the proxy in {name} is not a valid URL"
+    host = parts.hostname or ""
+    shown = f"{parts.scheme}://{host}" + (f":{port}" if port else "")
+    if parts.scheme.lower() != "http":
+        return (
+            f"the proxy in {name} ({short_url(shown)}) is not an http:// URL; only http "
+            "proxies are supported"
+        )
+    if not host:
+        return f"the proxy in {name} has no host"
+    auth = None
+    if parts.username is not None:
+        auth = (
+            unquote(parts.username).encode("utf-8", "surrogateescape"),
+            unquote(parts.password or "").encode("utf-8", "surrogateescape"),
+        )
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{port or 80}"
+    return Proxy(url, auth, shown)
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    h = host.strip("[]").lower().rstrip(".")
+    if h == "localhost" or h.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False
+
+
+def _transport(ssl_context: ssl.SSLContext, proxies: Proxies | None = None) -> httpx.BaseTransport:
+    """An httpx transport whose every socket operation obeys the thread's deadline, and
+    which sends each request directly or through the environment's proxy for its URL."""
     import httpcore
     import httpx
 
@@ -278,6 +390,8 @@ def _transport(ssl_context: ssl.SSLContext) -> httpx.BaseTransport:
     def mapped() -> Iterator[None]:
         try:
             yield
+        except httpcore.ProxyError as e:  # the proxy answered CONNECT with an error
+            raise httpx.ProxyError(f"the proxy refused the tunnel: {str(e)[:200]}") from e
         except Exception as e:
             for core, mine in mapping:
                 if isinstance(e, core):
@@ -298,17 +412,39 @@ def _transport(ssl_context: ssl.SSLContext) -> httpx.BaseTransport:
                 if close is not None:
                     close()
 
+    pool_args: dict[str, Any] = {
+        "ssl_context": ssl_context,
+        "max_connections": 16,
+        "max_keepalive_connections": 8,
+        "keepalive_expiry": 30.0,
+    }
+
     class Transport(httpx.BaseTransport):
         def __init__(self) -> None:
-            self._pool = httpcore.ConnectionPool(
-                ssl_context=ssl_context,
-                max_connections=16,
-                max_keepalive_connections=8,
-                keepalive_expiry=30.0,
-                network_backend=DeadlineBackend(),
-            )
+            self._pool = httpcore.ConnectionPool(network_backend=DeadlineBackend(), **pool_args)
+            self._proxied: dict[str, Any] = {}
+            self._lock = threading.Lock()
+
+        def _pool_for(self, request: httpx.Request) -> Any:
+            chosen = proxies.for_url(request.url.scheme, request.url.host) if proxies else None
+            if chosen is None:
+                return self._pool
+            if isinstance(chosen, str):
+                raise httpx.ProxyError(chosen)
+            with self._lock:
+                pool = self._proxied.get(chosen.url)
+                if pool is None:
+                    pool = httpcore.HTTPProxy(
+                        proxy_url=chosen.url,
+                        proxy_auth=chosen.auth,
+                        network_backend=DeadlineBackend(),
+                        **pool_args,
+                    )
+                    self._proxied[chosen.url] = pool
+            return pool
 
         def handle_request(self, request: httpx.Request) -> httpx.Response:
+            pool = self._pool_for(request)
             req = httpcore.Request(
                 method=request.method,
                 url=httpcore.URL(
@@ -322,7 +458,7 @@ def _transport(ssl_context: ssl.SSLContext) -> httpx.BaseTransport:
                 extensions=request.extensions,
             )
             with mapped():
-                resp = self._pool.handle_request(req)
+                resp = pool.handle_request(req)
             return httpx.Response(
                 status_code=resp.status,
                 headers=resp.headers,
@@ -331,8 +467,12 @@ def _transport(ssl_context: ssl.SSLContext) -> httpx.BaseTransport:
             )
 
         def close(self) -> None:
+            with self._lock:
+                pools = [self._pool, *self._proxied.values()]
+                self._proxied.clear()
             with mapped():
-                self._pool.close()
+                for pool in pools:
+                    pool.close()
 
     return Transport()
 
@@ -403,7 +543,7 @@ class Fetcher:
                 except ConfigError as e:
                     raise FetchError(str(e), reason=str(e)) from e
                 self._client = httpx.Client(
-                    transport=_transport(ctx),
+                    transport=_transport(ctx, Proxies.from_environment()),
                     follow_redirects=False,
                     trust_env=False,
                     headers={"User-Agent": f"polang/{__version__}"},
@@ -529,6 +669,8 @@ class Fetcher:
                 resp = client.send(request, stream=True)
             except httpx.TimeoutException:
                 raise self._timed_out(url, attempt) from None
+            except httpx.ProxyError as e:  # the proxy said no, or cannot be used
+                raise _fail(url, f"{e}; not retried") from None
             except httpx.TransportError as e:
                 if _is_tls_failure(e):
                     raise _fail(url, f"TLS failed ({_describe(e)}); not retried") from None
