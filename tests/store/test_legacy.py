@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from polang._record import replace
 from polang.config import Config
 from polang.language.schema import parse_schema
 from polang.language.values import EntityUID

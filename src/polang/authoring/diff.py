@@ -37,6 +37,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from polang._record import replace as replace_record
 from polang.datalog.facts import EntityFacts, Request
 from polang.errors import PolangError
 from polang.language import ast
@@ -400,27 +401,14 @@ def _read_depth(policies: Iterable[ast.Policy]) -> int:
     return depth
 
 
-def _walk(policies: Iterable[ast.Policy]) -> Iterator[Any]:
+def _walk(policies: Iterable[ast.Policy]) -> Iterator[ast.Expr]:
     """Every expression node of the policies' conditions."""
     for p in policies:
-        stack: list[Any] = [c.body for c in p.conditions]
+        stack: list[ast.Expr] = [c.body for c in p.conditions]
         while stack:
             e = stack.pop()
             yield e
-            for f in dataclasses.fields(e):
-                v = getattr(e, f.name)
-                if isinstance(v, tuple):
-                    for x in v:
-                        if isinstance(x, tuple):
-                            stack.extend(y for y in x if _is_expr(y))
-                        elif _is_expr(x):
-                            stack.append(x)
-                elif _is_expr(v):
-                    stack.append(v)
-
-
-def _is_expr(v: Any) -> bool:
-    return dataclasses.is_dataclass(v) and not isinstance(v, ast.Span | type)
+            stack.extend(ast.children(e))
 
 
 def _literal_reads(policies: Iterable[ast.Policy]) -> set[EntityUID]:
@@ -520,7 +508,7 @@ def _single_steps(
     from polang.datalog.authorizer import Authorizer
     from polang.datalog.query import access_matrix
 
-    alone = Authorizer({pid: dataclasses.replace(policy, effect="permit")})
+    alone = Authorizer({pid: replace_record(policy, effect="permit")})
     res = access_matrix(alone, side.facts, context, schema=side.schema)
     steps: set[tuple[EntityUID, EntityUID]] = set()
     last: tuple[EntityUID, EntityUID] | None = None

@@ -1,28 +1,50 @@
-"""The policy AST: frozen dataclasses with source spans.
+"""The policy AST: immutable records with source spans.
 
-Spans are excluded from equality (``compare=False``) so that ``format(parse(x))``
-re-parses to an *equal* AST: that is the formatter's property test.
+Spans are excluded from equality (``Node._uncompared``) so that ``format(parse(x))``
+re-parses to an *equal* AST: that is the formatter's property test. The classes are
+:class:`polang._record.Record` classes, not dataclasses: generating 21 dataclasses cost
+about 15 ms of every process's start-up (``benchmarks/README.md``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
+from polang._record import Record, replace
 from polang.language.values import EntityUID
 
+_set = object.__setattr__
 
-@dataclass(frozen=True, slots=True)
-class Span:
+
+class Span(Record):
     """Where a node came from: 1-based line/column of its first and last character."""
 
+    __slots__ = ("column", "end", "end_column", "end_line", "filename", "line", "start")
     line: int
     column: int
     end_line: int
     end_column: int
-    start: int = 0  # character offsets into the source text
-    end: int = 0
-    filename: str | None = None
+    start: int  # character offsets into the source text
+    end: int
+    filename: str | None
+
+    def __init__(
+        self,
+        line: int,
+        column: int,
+        end_line: int,
+        end_column: int,
+        start: int = 0,
+        end: int = 0,
+        filename: str | None = None,
+    ) -> None:
+        _set(self, "line", line)
+        _set(self, "column", column)
+        _set(self, "end_line", end_line)
+        _set(self, "end_column", end_column)
+        _set(self, "start", start)
+        _set(self, "end", end)
+        _set(self, "filename", filename)
 
     def __str__(self) -> str:
         where = f"{self.line}:{self.column}"
@@ -32,19 +54,31 @@ class Span:
 NO_SPAN = Span(0, 0, 0, 0)
 
 
+class Node(Record):
+    """Base of the AST's node classes: the span is neither compared nor shown."""
+
+    __slots__ = ()
+    _uncompared: ClassVar[tuple[str, ...]] = ("span",)
+    _unshown: ClassVar[tuple[str, ...]] = ("span",)
+
+
 # ---------------------------------------------------------------- expressions
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Lit:
+class Lit(Node):
     """A Bool, Long or String literal (negative Long literals are folded: ``-5``).
 
     Equality includes the value's type: Python's ``True == 1`` must not make the
     literals ``true`` and ``1`` the same node.
     """
 
+    __slots__ = ("span", "value")
     value: bool | int | str
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    span: Span
+
+    def __init__(self, value: bool | int | str, span: Span = NO_SPAN) -> None:
+        _set(self, "value", value)
+        _set(self, "span", span)
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -57,55 +91,83 @@ class Lit:
         return hash((type(self.value), self.value))
 
 
-@dataclass(frozen=True, slots=True)
-class EntityLit:
+class EntityLit(Node):
+    __slots__ = ("span", "uid")
     uid: EntityUID
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    span: Span
+
+    def __init__(self, uid: EntityUID, span: Span = NO_SPAN) -> None:
+        _set(self, "uid", uid)
+        _set(self, "span", span)
 
 
 VarName = Literal["principal", "action", "resource", "context"]
 
 
-@dataclass(frozen=True, slots=True)
-class Var:
+class Var(Node):
+    __slots__ = ("name", "span")
     name: VarName
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    span: Span
+
+    def __init__(self, name: VarName, span: Span = NO_SPAN) -> None:
+        _set(self, "name", name)
+        _set(self, "span", span)
 
 
 SlotName = Literal["?principal", "?resource"]
 
 
-@dataclass(frozen=True, slots=True)
-class Slot:
+class Slot(Node):
+    __slots__ = ("name", "span")
     name: SlotName
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    span: Span
+
+    def __init__(self, name: SlotName, span: Span = NO_SPAN) -> None:
+        _set(self, "name", name)
+        _set(self, "span", span)
 
 
-@dataclass(frozen=True, slots=True)
-class Unary:
+class Unary(Node):
+    __slots__ = ("arg", "op", "span")
     op: Literal["!", "-"]
     arg: Expr
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    span: Span
+
+    def __init__(self, op: Literal["!", "-"], arg: Expr, span: Span = NO_SPAN) -> None:
+        _set(self, "op", op)
+        _set(self, "arg", arg)
+        _set(self, "span", span)
 
 
 BinaryOp = Literal["==", "!=", "<", "<=", ">", ">=", "in", "+", "-", "*", "&&", "||"]
 
 
-@dataclass(frozen=True, slots=True)
-class Binary:
+class Binary(Node):
+    __slots__ = ("left", "op", "right", "span")
     op: BinaryOp
     left: Expr
     right: Expr
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    span: Span
+
+    def __init__(self, op: BinaryOp, left: Expr, right: Expr, span: Span = NO_SPAN) -> None:
+        _set(self, "op", op)
+        _set(self, "left", left)
+        _set(self, "right", right)
+        _set(self, "span", span)
 
 
-@dataclass(frozen=True, slots=True)
-class Has:
+class Has(Node):
     """``expr has attr`` (the parser desugars ``e has a.b`` into ``e has a && e.a has b``)."""
 
+    __slots__ = ("attr", "expr", "span")
     expr: Expr
     attr: str
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    span: Span
+
+    def __init__(self, expr: Expr, attr: str, span: Span = NO_SPAN) -> None:
+        _set(self, "expr", expr)
+        _set(self, "attr", attr)
+        _set(self, "span", span)
 
 
 class Wildcard:
@@ -128,71 +190,116 @@ PatternElem = str | Wildcard
 """A pattern is a tuple of literal characters (one-character strings) and ``WILDCARD``."""
 
 
-@dataclass(frozen=True, slots=True)
-class Like:
+class Like(Node):
+    __slots__ = ("expr", "pattern", "span")
     expr: Expr
     pattern: tuple[PatternElem, ...]
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    span: Span
+
+    def __init__(self, expr: Expr, pattern: tuple[PatternElem, ...], span: Span = NO_SPAN) -> None:
+        _set(self, "expr", expr)
+        _set(self, "pattern", pattern)
+        _set(self, "span", span)
 
 
-@dataclass(frozen=True, slots=True)
-class Is:
+class Is(Node):
     """``expr is T`` or ``expr is T in in_expr``; ``entity_type`` is the full name."""
 
+    __slots__ = ("entity_type", "expr", "in_expr", "span")
     expr: Expr
     entity_type: str
-    in_expr: Expr | None = None
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    in_expr: Expr | None
+    span: Span
+
+    def __init__(
+        self, expr: Expr, entity_type: str, in_expr: Expr | None = None, span: Span = NO_SPAN
+    ) -> None:
+        _set(self, "expr", expr)
+        _set(self, "entity_type", entity_type)
+        _set(self, "in_expr", in_expr)
+        _set(self, "span", span)
 
 
-@dataclass(frozen=True, slots=True)
-class GetAttr:
+class GetAttr(Node):
     """``expr.attr`` and ``expr["attr"]`` (the same operation)."""
 
+    __slots__ = ("attr", "expr", "span")
     expr: Expr
     attr: str
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    span: Span
+
+    def __init__(self, expr: Expr, attr: str, span: Span = NO_SPAN) -> None:
+        _set(self, "expr", expr)
+        _set(self, "attr", attr)
+        _set(self, "span", span)
 
 
-@dataclass(frozen=True, slots=True)
-class MethodCall:
+class MethodCall(Node):
     """``receiver.name(args)``: ``contains``, ``hasTag``, ``lessThan``, ``isIpv4``..."""
 
+    __slots__ = ("args", "name", "receiver", "span")
     receiver: Expr
     name: str
     args: tuple[Expr, ...]
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    span: Span
+
+    def __init__(
+        self, receiver: Expr, name: str, args: tuple[Expr, ...], span: Span = NO_SPAN
+    ) -> None:
+        _set(self, "receiver", receiver)
+        _set(self, "name", name)
+        _set(self, "args", args)
+        _set(self, "span", span)
 
 
-@dataclass(frozen=True, slots=True)
-class ExtCall:
+class ExtCall(Node):
     """``name(args)``: extension functions such as ``decimal``, ``ip``, ``datetime``."""
 
+    __slots__ = ("args", "name", "span")
     name: str
     args: tuple[Expr, ...]
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    span: Span
+
+    def __init__(self, name: str, args: tuple[Expr, ...], span: Span = NO_SPAN) -> None:
+        _set(self, "name", name)
+        _set(self, "args", args)
+        _set(self, "span", span)
 
 
-@dataclass(frozen=True, slots=True)
-class If:
+class If(Node):
+    __slots__ = ("cond", "else_", "span", "then")
     cond: Expr
     then: Expr
     else_: Expr
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    span: Span
+
+    def __init__(self, cond: Expr, then: Expr, else_: Expr, span: Span = NO_SPAN) -> None:
+        _set(self, "cond", cond)
+        _set(self, "then", then)
+        _set(self, "else_", else_)
+        _set(self, "span", span)
 
 
-@dataclass(frozen=True, slots=True)
-class SetLit:
+class SetLit(Node):
+    __slots__ = ("elements", "span")
     elements: tuple[Expr, ...]
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    span: Span
+
+    def __init__(self, elements: tuple[Expr, ...], span: Span = NO_SPAN) -> None:
+        _set(self, "elements", elements)
+        _set(self, "span", span)
 
 
-@dataclass(frozen=True, slots=True)
-class RecordLit:
+class RecordLit(Node):
     """Fields in source order; duplicate keys are a parse error."""
 
+    __slots__ = ("fields", "span")
     fields: tuple[tuple[str, Expr], ...]
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    span: Span
+
+    def __init__(self, fields: tuple[tuple[str, Expr], ...], span: Span = NO_SPAN) -> None:
+        _set(self, "fields", fields)
+        _set(self, "span", span)
 
 
 Expr = (
@@ -254,57 +361,109 @@ def too_deep(e: Expr, limit: int) -> Expr | None:
 # ---------------------------------------------------------------- scope
 
 
-@dataclass(frozen=True, slots=True)
-class ScopeConstraint:
+class ScopeConstraint(Node):
     """The principal or resource part of the scope.
 
     ``kind``: ``any`` (``principal``), ``eq`` (``== E``), ``in`` (``in E``), ``is``
     (``is T``), ``is_in`` (``is T in E``). ``entity`` is an ``EntityUID`` or a ``Slot``.
     """
 
+    __slots__ = ("entity", "entity_type", "kind", "span", "var")
     var: Literal["principal", "resource"]
-    kind: Literal["any", "eq", "in", "is", "is_in"] = "any"
-    entity: EntityUID | Slot | None = None
-    entity_type: str | None = None
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    kind: Literal["any", "eq", "in", "is", "is_in"]
+    entity: EntityUID | Slot | None
+    entity_type: str | None
+    span: Span
+
+    def __init__(
+        self,
+        var: Literal["principal", "resource"],
+        kind: Literal["any", "eq", "in", "is", "is_in"] = "any",
+        entity: EntityUID | Slot | None = None,
+        entity_type: str | None = None,
+        span: Span = NO_SPAN,
+    ) -> None:
+        _set(self, "var", var)
+        _set(self, "kind", kind)
+        _set(self, "entity", entity)
+        _set(self, "entity_type", entity_type)
+        _set(self, "span", span)
 
 
-@dataclass(frozen=True, slots=True)
-class ActionConstraint:
+class ActionConstraint(Node):
     """``action``, ``action == A``, ``action in A`` or ``action in [A, B]`` (``in_set``)."""
 
-    kind: Literal["any", "eq", "in", "in_set"] = "any"
-    entities: tuple[EntityUID, ...] = ()
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    __slots__ = ("entities", "kind", "span")
+    kind: Literal["any", "eq", "in", "in_set"]
+    entities: tuple[EntityUID, ...]
+    span: Span
+
+    def __init__(
+        self,
+        kind: Literal["any", "eq", "in", "in_set"] = "any",
+        entities: tuple[EntityUID, ...] = (),
+        span: Span = NO_SPAN,
+    ) -> None:
+        _set(self, "kind", kind)
+        _set(self, "entities", entities)
+        _set(self, "span", span)
 
 
-@dataclass(frozen=True, slots=True)
-class Condition:
+class Condition(Node):
+    __slots__ = ("body", "kind", "span")
     kind: Literal["when", "unless"]
     body: Expr
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    span: Span
+
+    def __init__(self, kind: Literal["when", "unless"], body: Expr, span: Span = NO_SPAN) -> None:
+        _set(self, "kind", kind)
+        _set(self, "body", body)
+        _set(self, "span", span)
 
 
-@dataclass(frozen=True, slots=True)
-class Annotation:
+class Annotation(Node):
     """``@key("value")`` or ``@key`` (value ``None``)."""
 
+    __slots__ = ("key", "span", "value")
     key: str
     value: str | None
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    span: Span
+
+    def __init__(self, key: str, value: str | None, span: Span = NO_SPAN) -> None:
+        _set(self, "key", key)
+        _set(self, "value", value)
+        _set(self, "span", span)
 
 
-@dataclass(frozen=True, slots=True)
-class Policy:
+class Policy(Node):
     """A policy, or a template when it uses ``?principal``/``?resource`` slots."""
 
+    __slots__ = ("action", "annotations", "conditions", "effect", "principal", "resource", "span")
     effect: Literal["permit", "forbid"]
     principal: ScopeConstraint
     action: ActionConstraint
     resource: ScopeConstraint
-    conditions: tuple[Condition, ...] = ()
-    annotations: tuple[Annotation, ...] = ()
-    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    conditions: tuple[Condition, ...]
+    annotations: tuple[Annotation, ...]
+    span: Span
+
+    def __init__(
+        self,
+        effect: Literal["permit", "forbid"],
+        principal: ScopeConstraint,
+        action: ActionConstraint,
+        resource: ScopeConstraint,
+        conditions: tuple[Condition, ...] = (),
+        annotations: tuple[Annotation, ...] = (),
+        span: Span = NO_SPAN,
+    ) -> None:
+        _set(self, "effect", effect)
+        _set(self, "principal", principal)
+        _set(self, "action", action)
+        _set(self, "resource", resource)
+        _set(self, "conditions", conditions)
+        _set(self, "annotations", annotations)
+        _set(self, "span", span)
 
     @property
     def policy_id(self) -> str | None:
@@ -338,8 +497,6 @@ def link_template(
     template: Policy, principal: EntityUID | None = None, resource: EntityUID | None = None
 ) -> Policy:
     """Fill a template's slots, giving a static policy (errors if a slot is left open)."""
-    from dataclasses import replace
-
     values = {"?principal": principal, "?resource": resource}
 
     def fill(c: ScopeConstraint) -> ScopeConstraint:

@@ -9,9 +9,9 @@ Policy validation against the schema is the engine's job (``ENGINE_STRICT_SCHEMA
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
+from polang._record import replace
 from polang.config import Config
 from polang.errors import PolangError, PolicyParseError, SchemaError
 from polang.language.ast import Annotation, Policy, link_template
