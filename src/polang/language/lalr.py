@@ -21,11 +21,10 @@ error's message, a changed grammar, or the schema's lark parser.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
+import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from functools import cache
 from itertools import chain
 from pathlib import Path
@@ -143,16 +142,29 @@ class States(dict[int, dict[str, int]]):
         return actions
 
 
-@dataclass(frozen=True, slots=True, eq=False)  # hashed by identity (cached lexers)
 class Tables:
-    """A grammar's parse tables and the tree-shaping rule of each reduction."""
+    """A grammar's parse tables and the tree-shaping rule of each reduction (hashed by
+    identity: the lexers are cached per tables)."""
 
+    __slots__ = ("literals", "rules", "starts", "states")
     states: States
     rules: list[Rule]
     starts: dict[str, tuple[int, int]]
     """Per start symbol: its start state and the state that accepts."""
     literals: dict[str, str]
     """Terminals written as fixed text (keywords, punctuation): text -> terminal name."""
+
+    def __init__(
+        self,
+        states: States,
+        rules: list[Rule],
+        starts: dict[str, tuple[int, int]],
+        literals: dict[str, str],
+    ) -> None:
+        self.states = states
+        self.rules = rules
+        self.starts = starts
+        self.literals = literals
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Tables:
@@ -179,7 +191,10 @@ class Tables:
 
 
 def grammar_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """A checksum of a grammar's text: tells stored tables made for another text (an edited
+    grammar). CRC-32 rather than SHA-256: it guards against forgetting to regenerate, not
+    against an adversary, and ``hashlib`` costs 3 ms of start-up (OpenSSL)."""
+    return f"{zlib.crc32(text.encode('utf-8')):08x}"
 
 
 def tables_from_lark(parser: Lark, grammar_text: str) -> dict[str, Any]:
@@ -219,7 +234,7 @@ def tables_from_lark(parser: Lark, grammar_text: str) -> dict[str, Any]:
     starts = {k: [table.start_states[k], table.end_states[k]] for k in sorted(table.start_states)}
     literals = {str(t.pattern.value): t.name for t in parser.terminals if t.pattern.type == "str"}
     return {
-        "grammar_sha256": grammar_hash(grammar_text),
+        "grammar_crc32": grammar_hash(grammar_text),
         "symbols": symbols,
         "keysets": keysets,
         "rows": rows,
@@ -274,7 +289,7 @@ def load_tables(name: str, lark_parser: Callable[[], Lark]) -> Tables:
 
     text = _grammar_text(name)
     data = json.loads(getattr(grammar_tables, name.upper()))
-    if data.get("grammar_sha256") != grammar_hash(text):
+    if data.get("grammar_crc32") != grammar_hash(text):
         data = tables_from_lark(lark_parser(), text)
     return Tables.from_json(data)
 

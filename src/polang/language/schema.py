@@ -18,10 +18,10 @@ import difflib
 import functools
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast
 
+from polang._record import Record
 from polang.errors import SchemaError
 from polang.jsonlimits import MAX_JSON_DEPTH, depth_of, too_deep
 from polang.language import lalr
@@ -53,57 +53,88 @@ def too_deep_type_message() -> str:
 
 # ---------------------------------------------------------------- types
 
+_set = object.__setattr__
+
 PrimName = Literal["Long", "String", "Bool"]
 ExtName = Literal["decimal", "ipaddr", "datetime", "duration"]
 
 
-@dataclass(frozen=True, slots=True)
-class PrimType:
+class PrimType(Record):
+    __slots__ = ("name",)
     name: PrimName
 
+    def __init__(self, name: PrimName) -> None:
+        _set(self, "name", name)
+
     def __str__(self) -> str:
         return self.name
 
 
-@dataclass(frozen=True, slots=True)
-class ExtensionType:
+class ExtensionType(Record):
+    __slots__ = ("name",)
     name: ExtName
 
+    def __init__(self, name: ExtName) -> None:
+        _set(self, "name", name)
+
     def __str__(self) -> str:
         return self.name
 
 
-@dataclass(frozen=True, slots=True)
-class EntityRefType:
+class EntityRefType(Record):
     """A reference to an entity of the (fully-qualified) type ``name``."""
 
+    __slots__ = ("name",)
     name: str
+
+    def __init__(self, name: str) -> None:
+        _set(self, "name", name)
 
     def __str__(self) -> str:
         return self.name
 
 
-@dataclass(frozen=True, slots=True)
-class SetType:
+class SetType(Record):
+    __slots__ = ("element",)
     element: SchemaType
+
+    def __init__(self, element: SchemaType) -> None:
+        _set(self, "element", element)
 
     def __str__(self) -> str:
         return f"Set<{self.element}>"
 
 
-@dataclass(frozen=True, slots=True)
-class Attribute:
+class Attribute(Record):
+    __slots__ = ("annotations", "required", "type")
+    _uncompared: ClassVar[tuple[str, ...]] = ("annotations",)
     type: SchemaType
-    required: bool = True
-    annotations: tuple[tuple[str, str | None], ...] = field(default=(), compare=False)
+    required: bool
+    annotations: tuple[tuple[str, str | None], ...]
+
+    def __init__(
+        self,
+        type: SchemaType,
+        required: bool = True,
+        annotations: tuple[tuple[str, str | None], ...] = (),
+    ) -> None:
+        _set(self, "type", type)
+        _set(self, "required", required)
+        _set(self, "annotations", annotations)
 
 
-@dataclass(frozen=True, slots=True)
-class RecordType:
+class RecordType(Record):
     """``additional`` mirrors JSON's ``additionalAttributes`` (open records)."""
 
-    attributes: dict[str, Attribute] = field(default_factory=dict)
-    additional: bool = False
+    __slots__ = ("additional", "attributes")
+    attributes: dict[str, Attribute]
+    additional: bool
+
+    def __init__(
+        self, attributes: dict[str, Attribute] | None = None, additional: bool = False
+    ) -> None:
+        _set(self, "attributes", {} if attributes is None else attributes)
+        _set(self, "additional", additional)
 
     def __hash__(self) -> int:
         return hash((tuple(sorted(self.attributes)), self.additional))
@@ -125,45 +156,117 @@ BOOL = PrimType("Bool")
 # ---------------------------------------------------------------- declarations
 
 
-@dataclass(slots=True)
-class EntityTypeDef:
+class EntityTypeDef(Record):
     """An entity type. ``enum`` lists the only allowed ids of an enumerated type."""
 
+    __slots__ = ("annotations", "enum", "member_of", "name", "shape", "tags")
+    _frozen: ClassVar[bool] = False
     name: str
-    member_of: tuple[str, ...] = ()
-    shape: RecordType = field(default_factory=RecordType)
-    tags: SchemaType | None = None
-    enum: tuple[str, ...] | None = None
-    annotations: tuple[tuple[str, str | None], ...] = ()
+    member_of: tuple[str, ...]
+    shape: RecordType
+    tags: SchemaType | None
+    enum: tuple[str, ...] | None
+    annotations: tuple[tuple[str, str | None], ...]
+
+    def __init__(
+        self,
+        name: str,
+        member_of: tuple[str, ...] = (),
+        shape: RecordType | None = None,
+        tags: SchemaType | None = None,
+        enum: tuple[str, ...] | None = None,
+        annotations: tuple[tuple[str, str | None], ...] = (),
+    ) -> None:
+        self.name = name
+        self.member_of = member_of
+        self.shape = RecordType() if shape is None else shape
+        self.tags = tags
+        self.enum = enum
+        self.annotations = annotations
 
 
-@dataclass(slots=True)
-class ActionDef:
+class ActionDef(Record):
     """An action. ``applies_to`` is false when the schema gives no ``appliesTo``."""
 
+    __slots__ = (
+        "annotations",
+        "applies_to",
+        "context",
+        "member_of",
+        "principal_types",
+        "resource_types",
+        "uid",
+    )
+    _frozen: ClassVar[bool] = False
     uid: EntityUID
-    member_of: tuple[EntityUID, ...] = ()
-    principal_types: tuple[str, ...] = ()
-    resource_types: tuple[str, ...] = ()
-    context: RecordType = field(default_factory=RecordType)
-    applies_to: bool = True
-    annotations: tuple[tuple[str, str | None], ...] = ()
+    member_of: tuple[EntityUID, ...]
+    principal_types: tuple[str, ...]
+    resource_types: tuple[str, ...]
+    context: RecordType
+    applies_to: bool
+    annotations: tuple[tuple[str, str | None], ...]
+
+    def __init__(
+        self,
+        uid: EntityUID,
+        member_of: tuple[EntityUID, ...] = (),
+        principal_types: tuple[str, ...] = (),
+        resource_types: tuple[str, ...] = (),
+        context: RecordType | None = None,
+        applies_to: bool = True,
+        annotations: tuple[tuple[str, str | None], ...] = (),
+    ) -> None:
+        self.uid = uid
+        self.member_of = member_of
+        self.principal_types = principal_types
+        self.resource_types = resource_types
+        self.context = RecordType() if context is None else context
+        self.applies_to = applies_to
+        self.annotations = annotations
 
 
 Annotations = tuple[tuple[str, str | None], ...]
 
 
-@dataclass(slots=True)
-class Schema:
+class Schema(Record):
     """A resolved schema. Treat it as immutable once parsed: derived facts are cached."""
 
-    entity_types: dict[str, EntityTypeDef] = field(default_factory=dict)
-    actions: dict[EntityUID, ActionDef] = field(default_factory=dict)
-    common_types: dict[str, SchemaType] = field(default_factory=dict)
-    namespaces: tuple[str, ...] = ()
-    namespace_annotations: dict[str, Annotations] = field(default_factory=dict)
-    common_type_annotations: dict[str, Annotations] = field(default_factory=dict)
-    _cache: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+    __slots__ = (
+        "_cache",
+        "actions",
+        "common_type_annotations",
+        "common_types",
+        "entity_types",
+        "namespace_annotations",
+        "namespaces",
+    )
+    _frozen: ClassVar[bool] = False
+    entity_types: dict[str, EntityTypeDef]
+    actions: dict[EntityUID, ActionDef]
+    common_types: dict[str, SchemaType]
+    namespaces: tuple[str, ...]
+    namespace_annotations: dict[str, Annotations]
+    common_type_annotations: dict[str, Annotations]
+    _cache: dict[str, Any]
+
+    def __init__(
+        self,
+        entity_types: dict[str, EntityTypeDef] | None = None,
+        actions: dict[EntityUID, ActionDef] | None = None,
+        common_types: dict[str, SchemaType] | None = None,
+        namespaces: tuple[str, ...] = (),
+        namespace_annotations: dict[str, Annotations] | None = None,
+        common_type_annotations: dict[str, Annotations] | None = None,
+    ) -> None:
+        self.entity_types = {} if entity_types is None else entity_types
+        self.actions = {} if actions is None else actions
+        self.common_types = {} if common_types is None else common_types
+        self.namespaces = namespaces
+        self.namespace_annotations = {} if namespace_annotations is None else namespace_annotations
+        self.common_type_annotations = (
+            {} if common_type_annotations is None else common_type_annotations
+        )
+        self._cache = {}
 
     def action_types(self) -> set[str]:
         return {uid.type for uid in self.actions}
@@ -418,58 +521,93 @@ def json_kind(v: object) -> str:
 # the model, so the two forms share every rule of name resolution and validation.
 
 
-@dataclass(frozen=True, slots=True)
-class _Loc:
-    line: int = 0
-    column: int = 0
-    path: str = ""
+class _Loc(Record):
+    __slots__ = ("column", "line", "path")
+    line: int
+    column: int
+    path: str
+
+    def __init__(self, line: int = 0, column: int = 0, path: str = "") -> None:
+        _set(self, "line", line)
+        _set(self, "column", column)
+        _set(self, "path", path)
 
 
-@dataclass(slots=True)
-class _RName:
+class _RName(Record):
     """A type written by name. ``kind`` limits what it may resolve to:
     ``any`` (common > entity > built-in), ``common`` (common > built-in),
     ``entity``, ``ext`` (an extension type)."""
 
+    __slots__ = ("kind", "loc", "name")
+    _frozen: ClassVar[bool] = False
     name: str
     kind: str
     loc: _Loc
 
+    def __init__(self, name: str, kind: str, loc: _Loc) -> None:
+        self.name = name
+        self.kind = kind
+        self.loc = loc
 
-@dataclass(slots=True)
-class _RSet:
+
+class _RSet(Record):
+    __slots__ = ("element", "loc")
+    _frozen: ClassVar[bool] = False
     element: _RType
     loc: _Loc
 
+    def __init__(self, element: _RType, loc: _Loc) -> None:
+        self.element = element
+        self.loc = loc
 
-@dataclass(slots=True)
-class _RAttr:
+
+class _RAttr(Record):
+    __slots__ = ("annotations", "loc", "required", "type")
+    _frozen: ClassVar[bool] = False
     type: _RType
     required: bool
     annotations: Annotations
     loc: _Loc
 
+    def __init__(self, type: _RType, required: bool, annotations: Annotations, loc: _Loc) -> None:
+        self.type = type
+        self.required = required
+        self.annotations = annotations
+        self.loc = loc
 
-@dataclass(slots=True)
-class _RRecord:
+
+class _RRecord(Record):
+    __slots__ = ("additional", "attributes", "loc")
+    _frozen: ClassVar[bool] = False
     attributes: dict[str, _RAttr]
     additional: bool
     loc: _Loc
 
+    def __init__(self, attributes: dict[str, _RAttr], additional: bool, loc: _Loc) -> None:
+        self.attributes = attributes
+        self.additional = additional
+        self.loc = loc
 
-@dataclass(slots=True)
-class _RPrim:
+
+class _RPrim(Record):
     """A primitive named by a JSON keyword (``Long``, ``String``, ``Boolean``)."""
 
+    __slots__ = ("loc", "type")
+    _frozen: ClassVar[bool] = False
     type: PrimType
     loc: _Loc
+
+    def __init__(self, type: PrimType, loc: _Loc) -> None:
+        self.type = type
+        self.loc = loc
 
 
 _RType = _RName | _RSet | _RRecord | _RPrim
 
 
-@dataclass(slots=True)
-class _REntity:
+class _REntity(Record):
+    __slots__ = ("annotations", "enum", "loc", "member_of", "name", "shape", "tags")
+    _frozen: ClassVar[bool] = False
     name: str
     loc: _Loc
     member_of: list[tuple[str, _Loc]]
@@ -478,48 +616,122 @@ class _REntity:
     enum: tuple[str, ...] | None
     annotations: Annotations
 
+    def __init__(
+        self,
+        name: str,
+        loc: _Loc,
+        member_of: list[tuple[str, _Loc]],
+        shape: _RType | None,
+        tags: _RType | None,
+        enum: tuple[str, ...] | None,
+        annotations: Annotations,
+    ) -> None:
+        self.name = name
+        self.loc = loc
+        self.member_of = member_of
+        self.shape = shape
+        self.tags = tags
+        self.enum = enum
+        self.annotations = annotations
 
-@dataclass(slots=True)
-class _RRef:
+
+class _RRef(Record):
     """An action reference: ``id`` alone, or with the action type as written."""
 
+    __slots__ = ("id", "loc", "type")
+    _frozen: ClassVar[bool] = False
     id: str
     type: str | None
     loc: _Loc
 
+    def __init__(self, id: str, type: str | None, loc: _Loc) -> None:
+        self.id = id
+        self.type = type
+        self.loc = loc
 
-@dataclass(slots=True)
-class _RApplies:
+
+class _RApplies(Record):
+    __slots__ = ("context", "principals", "resources")
+    _frozen: ClassVar[bool] = False
     principals: list[tuple[str, _Loc]]
     resources: list[tuple[str, _Loc]]
     context: _RType | None
 
+    def __init__(
+        self,
+        principals: list[tuple[str, _Loc]],
+        resources: list[tuple[str, _Loc]],
+        context: _RType | None,
+    ) -> None:
+        self.principals = principals
+        self.resources = resources
+        self.context = context
 
-@dataclass(slots=True)
-class _RAction:
+
+class _RAction(Record):
+    __slots__ = ("annotations", "applies", "loc", "member_of", "name")
+    _frozen: ClassVar[bool] = False
     name: str
     loc: _Loc
     member_of: list[_RRef]
     applies: _RApplies | None
     annotations: Annotations
 
+    def __init__(
+        self,
+        name: str,
+        loc: _Loc,
+        member_of: list[_RRef],
+        applies: _RApplies | None,
+        annotations: Annotations,
+    ) -> None:
+        self.name = name
+        self.loc = loc
+        self.member_of = member_of
+        self.applies = applies
+        self.annotations = annotations
 
-@dataclass(slots=True)
-class _RCommon:
+
+class _RCommon(Record):
+    __slots__ = ("annotations", "loc", "name", "type")
+    _frozen: ClassVar[bool] = False
     name: str
     loc: _Loc
     type: _RType
     annotations: Annotations
 
+    def __init__(self, name: str, loc: _Loc, type: _RType, annotations: Annotations) -> None:
+        self.name = name
+        self.loc = loc
+        self.type = type
+        self.annotations = annotations
 
-@dataclass(slots=True)
-class _RNamespace:
+
+class _RNamespace(Record):
+    __slots__ = ("actions", "annotations", "commons", "entities", "loc", "name")
+    _frozen: ClassVar[bool] = False
     name: str
     loc: _Loc
-    annotations: Annotations = ()
-    entities: dict[str, _REntity] = field(default_factory=dict)
-    actions: dict[str, _RAction] = field(default_factory=dict)
-    commons: dict[str, _RCommon] = field(default_factory=dict)
+    annotations: Annotations
+    entities: dict[str, _REntity]
+    actions: dict[str, _RAction]
+    commons: dict[str, _RCommon]
+
+    def __init__(
+        self,
+        name: str,
+        loc: _Loc,
+        annotations: Annotations = (),
+        entities: dict[str, _REntity] | None = None,
+        actions: dict[str, _RAction] | None = None,
+        commons: dict[str, _RCommon] | None = None,
+    ) -> None:
+        self.name = name
+        self.loc = loc
+        self.annotations = annotations
+        self.entities = {} if entities is None else entities
+        self.actions = {} if actions is None else actions
+        self.commons = {} if commons is None else commons
 
 
 class _Source:
