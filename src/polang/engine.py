@@ -45,6 +45,7 @@ from polang.refs import EntityInput, entity_or_reference
 
 if TYPE_CHECKING:  # imported on first use (start-up time): see tests/test_imports.py
     import ssl
+    from pathlib import Path
 
     from polang.authoring.diff import DiffResult
     from polang.datalog.explain import Explanation
@@ -669,16 +670,31 @@ class Engine:
         *,
         entities: Iterable[Entity | Mapping[str, Any]] | None = None,
         context: RecordValue | Mapping[str, Any] | None = None,
+        engine: str = "in-process",
+        output: str | Path | None = None,
+        format: str = "parquet",
+        **options: Any,
     ) -> DiffResult:
         """The exact change in the access matrix from this engine to ``other``
         (another store) and/or to ``entities`` laid over it (new data): docs/diff.md.
 
         ``context=None`` leaves the context unknown (entries that depend on it are
         reported as conditional); give one, even ``{}``, for exact answers.
+        ``engine="duckdb"`` or ``"spark"`` computes it in SQL, at scale; ``output``
+        (with a SQL engine) streams the rows to a ``format`` parquet, csv or jsonl file.
         """
         from polang.authoring.diff import diff
 
-        return diff(self, other, entities=entities, context=context)
+        return diff(
+            self,
+            other,
+            entities=entities,
+            context=context,
+            engine=engine,
+            output=output,
+            format=format,
+            **options,
+        )
 
     def _subject(
         self,

@@ -35,6 +35,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from polang._record import replace as replace_record
@@ -611,6 +612,10 @@ def diff(
     context: RecordValue | Mapping[str, Any] | None = None,
     force_full: bool = False,
     full_fraction: float = FULL_FRACTION,
+    engine: str = "in-process",
+    output: str | Path | None = None,
+    format: str = "parquet",
+    **options: Any,
 ) -> DiffResult:
     """The change in the access matrix from ``old`` to ``new``.
 
@@ -621,7 +626,18 @@ def diff(
     reported as such); give one (even ``{}``) for exact answers. ``force_full`` computes
     both full matrices; ``full_fraction`` is the share of the matrix above which it does
     so by itself (``FULL_FRACTION``; tests compare the ways).
+
+    ``engine="duckdb"`` or ``"spark"`` computes it in SQL at scale
+    (:func:`polang.datalog.sql.diff.sql_diff`: both full matrices joined in SQL, the rows
+    streamed to ``output`` in ``format`` parquet, csv or jsonl when given; ``options``
+    go to the SQL engine). ``output`` needs a SQL engine.
     """
+    if engine != "in-process":
+        return _sql_diff(old, new, entities, context, engine, output, format, options)
+    if output is not None:
+        raise PolangError(
+            "diff: output= writes a SQL engine's rows: give engine='duckdb' or 'spark'"
+        )
     t0 = time.perf_counter()
     o = Side.of(old)
     n = Side.of(new if new is not None else old)
@@ -720,6 +736,42 @@ def diff(
     col.lost.sort(key=_key)
     stats.elapsed_s = time.perf_counter() - t0
     return DiffResult(col.gained, col.lost, stats, o.label, n.label)
+
+
+ENGINES = ("in-process", "duckdb", "spark")
+_EXTRA = {"duckdb": "polang[duckdb]", "spark": "polang[spark]"}
+
+
+def _sql_diff(
+    old: Any,
+    new: Any,
+    entities: Iterable[Entity | Mapping[str, Any]] | None,
+    context: RecordValue | Mapping[str, Any] | None,
+    engine: str,
+    output: str | Path | None,
+    format: str,
+    options: dict[str, Any],
+) -> DiffResult:
+    """The diff on a SQL engine (an optional extra: a missing package says which)."""
+    if engine not in ENGINES:
+        raise PolangError(f"diff: unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    try:
+        from polang.datalog.sql.diff import sql_diff
+    except ImportError as e:
+        raise PolangError(
+            f"diff: engine {engine!r} needs the {e.name or 'SQL'} package: "
+            f"pip install '{_EXTRA[engine]}'"
+        ) from None
+    return sql_diff(
+        old,
+        new,
+        entities=entities,
+        context=context,
+        engine=engine,
+        output=output,
+        format=format,  # type: ignore[arg-type]  # checked there
+        **options,
+    )
 
 
 def _is_action(u: EntityUID) -> bool:

@@ -23,6 +23,8 @@ DIFF_EXAMPLES = """examples:
   polang diff --store old-store/ --store new-store/ --context '{}'
   polang diff --store examples/stores/directory --entities new-users.json --format csv
   polang diff --store main.parc --store branch.parc --exit-code   # in CI
+  polang diff --store old/ --store new/ --context '{}' --engine duckdb \\
+      --format parquet --output changes.parquet
 
 exit status: 0 (with --exit-code: 0 nothing changed, 1 access changed), 2 bad input
 """
@@ -77,10 +79,41 @@ def _engine(store: str, config_file: str | None) -> Any:
     return Engine(store_config(store, config_file))
 
 
+DIFF_ENGINES = ("in-process", "duckdb", "spark")
+#: formats a SQL engine streams to ``--output`` (the rows of docs/diff.md's table)
+DIFF_STREAMED = ("csv", "jsonl", "parquet")
+
+
+def _check_diff_output(args: argparse.Namespace) -> bool:
+    """Check ``--engine``/``--format``/``--output`` before any store loads; true when a
+    SQL engine streams the rows to ``--output``."""
+    from pathlib import Path
+
+    from polang.errors import RequestError
+
+    if args.engine not in DIFF_ENGINES:
+        raise RequestError(f"--engine {args.engine!r}: expected one of {', '.join(DIFF_ENGINES)}")
+    if args.format == "parquet" and (args.output is None or args.engine == "in-process"):
+        raise RequestError(
+            "--format parquet writes a file: give --output FILE and --engine duckdb or spark"
+        )
+    parent = Path(args.output).parent if args.output is not None else None
+    if parent is not None and not parent.is_dir():
+        raise RequestError(f"--output {args.output}: the directory {str(parent)!r} does not exist")
+    for f in args.entities or ():
+        if f.lower().endswith((".parquet", ".jsonl", ".ndjson")):
+            raise RequestError(
+                f"--entities {f}: diff reads entity JSON files (laid over the new side); "
+                "Parquet / JSON-lines entity files are not read by diff"
+            )
+    return args.engine != "in-process" and args.output is not None and args.format in DIFF_STREAMED
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     from polang.authoring.diff import diff
     from polang.errors import RequestError
 
+    stream = _check_diff_output(args)
     stores = args.store
     if len(stores) > 2:
         raise RequestError("--store: give one store (with --entities) or two (old, then new)")
@@ -103,22 +136,63 @@ def cmd_diff(args: argparse.Namespace) -> int:
     try:
         new = _engine(stores[1], args.config) if len(stores) == 2 else None
         try:
-            result = diff(old, new, entities=entities or None, context=context)
+            result = diff(
+                old,
+                new,
+                entities=entities or None,
+                context=context,
+                engine=args.engine,
+                output=args.output if stream else None,
+                format=args.format if stream else "parquet",
+            )
         finally:
             if new is not None:
                 new.close()
     finally:
         old.close()
-    if args.format == "json":
-        print(json.dumps(result.to_dict(), indent=2))
-    elif args.format == "csv":
-        sys.stdout.write(result.csv())
+    _note_sql(result)
+    if stream:
+        s = result.summary()
+        n = s["gained"] + s["lost"]
+        print(
+            f"{s['gained']} gained, {s['lost']} lost"
+            + (f" ({s['conditional']} conditional)" if s["conditional"] else "")
+            + f": wrote {n} row{'' if n == 1 else 's'} to {args.output}",
+            file=sys.stderr,
+        )
+    elif args.output is not None:
+        with open(args.output, "w", encoding="utf-8", newline="") as out:
+            _print_diff(result, args.format, out)
     else:
-        console = output_console()
-        console.print(result.table(width=console.width), markup=False, highlight=False)
+        _print_diff(result, args.format, sys.stdout)
     if args.exit_code and result.changed:
         return 1
     return 0
+
+
+def _note_sql(result: Any) -> None:
+    """On a SQL engine, policies left conditional are said on stderr (as the queries do)."""
+    conditional = [f for f in getattr(result, "fallbacks", ()) if f["how"] == "conditional"]
+    if conditional:
+        f = conditional[0]
+        print(
+            f"note: {len(conditional)} policy branch(es) are conditional in SQL "
+            f"(e.g. {f['policy_id']}: {f['reason']})",
+            file=sys.stderr,
+        )
+
+
+def _print_diff(result: Any, fmt: str, out: Any) -> None:
+    if fmt == "json":
+        out.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    elif fmt == "csv":
+        out.write(result.csv())
+    elif fmt == "jsonl":
+        for e in result.entries:
+            out.write(json.dumps(e.to_dict()) + "\n")
+    else:
+        console = output_console(out)
+        console.print(result.table(width=console.width), markup=False, highlight=False)
 
 
 def register(sub: Any) -> None:
@@ -180,9 +254,18 @@ def register(sub: Any) -> None:
     p.add_argument("--config", metavar="FILE", help="ENGINE_* properties (JSON or YAML)")
     p.add_argument(
         "--format",
-        choices=["table", "json", "csv"],
+        choices=["table", "json", "csv", "jsonl", "parquet"],
         default="table",
-        help="output (default: table)",
+        help="output (default: table); with a SQL engine and --output, csv, jsonl and "
+        "parquet are streamed to the file (one row per change)",
+    )
+    p.add_argument("--output", metavar="FILE", help="write the answer to FILE")
+    p.add_argument(
+        "--engine",
+        default="in-process",
+        metavar="ENGINE",
+        help="in-process (default), duckdb or spark: compare both access matrices in SQL, "
+        "at scale (docs/diff.md)",
     )
     p.add_argument(
         "--exit-code",
