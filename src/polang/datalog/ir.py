@@ -18,24 +18,32 @@ source is, so the first error found is the language's.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from polang._record import Record
 from polang.language.ast import Span
 from polang.language.values import value_repr
 
+_set = object.__setattr__
 
-@dataclass(frozen=True, slots=True)
-class Var:
+
+class Var(Record):
+    __slots__ = ("name",)
     name: str
+
+    def __init__(self, name: str) -> None:
+        _set(self, "name", name)
 
     def __str__(self) -> str:
         return self.name
 
 
-@dataclass(frozen=True, slots=True)
-class Const:
+class Const(Record):
+    __slots__ = ("value",)
     value: Any
+
+    def __init__(self, value: Any) -> None:
+        _set(self, "value", value)
 
     def __str__(self) -> str:
         v = self.value
@@ -56,25 +64,39 @@ def _const_str(v: Any) -> str:
 Term = Var | Const
 
 
-@dataclass(frozen=True, slots=True)
-class Atom:
+class Atom(Record):
+    __slots__ = ("args", "negated", "pred")
     pred: str
-    args: tuple[Term, ...] = ()
-    negated: bool = False
+    args: tuple[Term, ...]
+    negated: bool
+
+    def __init__(self, pred: str, args: tuple[Term, ...] = (), negated: bool = False) -> None:
+        _set(self, "pred", pred)
+        _set(self, "args", args)
+        _set(self, "negated", negated)
 
     def __str__(self) -> str:
         inner = f"{self.pred}({', '.join(map(str, self.args))})" if self.args else self.pred
         return f"not {inner}" if self.negated else inner
 
 
-@dataclass(frozen=True, slots=True)
-class Builtin:
+class Builtin(Record):
     """``out = op(args)``; ``out`` is ``None`` for tests that only succeed or fail."""
 
+    __slots__ = ("args", "op", "out", "span")
+    _uncompared: ClassVar[tuple[str, ...]] = ("span",)
     op: str
     args: tuple[Term, ...]
-    out: Var | None = None
-    span: Span | None = field(default=None, compare=False)
+    out: Var | None
+    span: Span | None
+
+    def __init__(
+        self, op: str, args: tuple[Term, ...], out: Var | None = None, span: Span | None = None
+    ) -> None:
+        _set(self, "op", op)
+        _set(self, "args", args)
+        _set(self, "out", out)
+        _set(self, "span", span)
 
     def __str__(self) -> str:
         call = f"{self.op}({', '.join(map(str, self.args))})"
@@ -84,12 +106,25 @@ class Builtin:
 Literal = Atom | Builtin
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+class Rule(Record):
+    __slots__ = ("body", "head", "policy_id", "span")
+    _uncompared: ClassVar[tuple[str, ...]] = ("policy_id", "span")
     head: Atom
-    body: tuple[Literal, ...] = ()
-    policy_id: str | None = field(default=None, compare=False)
-    span: Span | None = field(default=None, compare=False)
+    body: tuple[Literal, ...]
+    policy_id: str | None
+    span: Span | None
+
+    def __init__(
+        self,
+        head: Atom,
+        body: tuple[Literal, ...] = (),
+        policy_id: str | None = None,
+        span: Span | None = None,
+    ) -> None:
+        _set(self, "head", head)
+        _set(self, "body", body)
+        _set(self, "policy_id", policy_id)
+        _set(self, "span", span)
 
     def __str__(self) -> str:
         if not self.body:
@@ -107,23 +142,40 @@ class Rule:
         return names
 
 
-@dataclass(slots=True)
-class PolicyInfo:
+class PolicyInfo(Record):
     """What the backends need to know of a lowered policy besides its rules."""
 
+    __slots__ = ("cond_pred", "effect", "policy_id", "scope_pred", "span")
+    _frozen: ClassVar[bool] = False
     policy_id: str
     effect: str  # "permit" | "forbid"
     scope_pred: str
     cond_pred: str
-    span: Span | None = None
+    span: Span | None
+
+    def __init__(
+        self, policy_id: str, effect: str, scope_pred: str, cond_pred: str, span: Span | None = None
+    ) -> None:
+        self.policy_id = policy_id
+        self.effect = effect
+        self.scope_pred = scope_pred
+        self.cond_pred = cond_pred
+        self.span = span
 
 
-@dataclass(slots=True)
-class Program:
+class Program(Record):
     """Rules (policy rules plus the fixed rules of ``rules/*.dl``) and policy metadata."""
 
-    rules: list[Rule] = field(default_factory=list)
-    policies: dict[str, PolicyInfo] = field(default_factory=dict)
+    __slots__ = ("policies", "rules")
+    _frozen: ClassVar[bool] = False
+    rules: list[Rule]
+    policies: dict[str, PolicyInfo]
+
+    def __init__(
+        self, rules: list[Rule] | None = None, policies: dict[str, PolicyInfo] | None = None
+    ) -> None:
+        self.rules = [] if rules is None else rules
+        self.policies = {} if policies is None else policies
 
     def by_head(self) -> dict[str, list[Rule]]:
         out: dict[str, list[Rule]] = {}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import re
 import stat
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -52,6 +51,8 @@ def read_archive(
     Every unsafe entry is reported (not only the first); nothing is read from an archive
     that has any.
     """
+    import zipfile  # on first use (start-up time: a directory store needs none)
+
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError) as e:
@@ -147,6 +148,8 @@ def write_archive(files: Mapping[str, bytes], out_path: str | Path) -> None:
 
     Names ending in ``/`` are written as directory entries.
     """
+    import zipfile  # on first use (start-up time: a directory store needs none)
+
     out = Path(out_path)
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:

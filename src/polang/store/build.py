@@ -9,7 +9,7 @@ Policy validation against the schema is the engine's job (``ENGINE_STRICT_SCHEMA
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polang._record import replace
 from polang.config import Config
@@ -21,10 +21,11 @@ from polang.language.schema import Schema, parse_schema, parse_schema_json
 from polang.language.values import EntityUID
 from polang.store.errors import Problems, StoreProblem, strip_position_prefix
 from polang.store.fields import Checker, jpath, show
-from polang.store.issuers import check_trusted_issuer
 from polang.store.model import PolicyStore, TemplateLink
 from polang.store.raw import PolicyPart, RawStore, TextPart, load_json
-from polang.tokens.settings import IssuerSettings
+
+if TYPE_CHECKING:
+    from polang.tokens.settings import IssuerSettings
 
 LINK_FIELDS = ("template_id", "link_id", "principal", "resource")
 
@@ -355,6 +356,12 @@ def _find_cycle(store: EntityStore) -> list[EntityUID] | None:
 
 def _issuers(raw: RawStore, problems: Problems) -> dict[str, IssuerSettings]:
     out: dict[str, IssuerSettings] = {}
+    if not raw.issuers:
+        return out
+    # the issuer checks and the token layer's model load with the first store that has
+    # issuers (start-up time)
+    from polang.store.issuers import check_trusted_issuer
+
     where: dict[str, str] = {}
     for part in raw.issuers:
         ck = Checker(problems, part.file)

@@ -6,10 +6,12 @@ import difflib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polang.store.errors import Problems
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 _IDENT_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -224,6 +226,8 @@ def is_version(value: str, *, v_prefix: bool = False) -> bool:
 
 def parse_utc(value: str) -> datetime | None:
     """An ISO 8601 UTC timestamp (``Z`` or ``+00:00``), else ``None``."""
+    from datetime import UTC, datetime  # on first use (start-up time)
+
     m = _ISO_UTC.match(value)
     if not m:
         return None
@@ -238,6 +242,8 @@ def parse_utc(value: str) -> datetime | None:
 
 def parse_legacy_date(value: str) -> datetime | None:
     """``YYYY-MM-DDTHH:MM:SS.ssssss`` (the legacy policy record's ``creation_date``)."""
+    from datetime import datetime  # on first use (start-up time)
+
     m = _LEGACY_DATE.match(value)
     if not m:
         return None

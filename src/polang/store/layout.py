@@ -8,7 +8,6 @@ starts with ``.``, and ``__MACOSX/``, are tooling noise and are ignored everywhe
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import re
 import stat
@@ -197,6 +196,8 @@ def read_directory(root: Path, *, problems: Problems) -> tuple[dict[str, bytes],
 
 def store_digest(files: Mapping[str, bytes]) -> str:
     """One SHA-256 over every file's path and content (manifest excluded)."""
+    import hashlib  # on first use: hashlib loads OpenSSL (start-up time)
+
     h = hashlib.sha256()
     for name in sorted(files):
         if name == MANIFEST:
@@ -207,6 +208,8 @@ def store_digest(files: Mapping[str, bytes]) -> str:
 
 def build_manifest(files: Mapping[str, bytes], store_id: str, generated: str) -> dict[str, Any]:
     """A manifest listing exactly ``files`` (``manifest.json`` itself excluded)."""
+    import hashlib  # on first use: hashlib loads OpenSSL (start-up time)
+
     return {
         "policy_store_id": store_id,
         "generated_date": generated,
@@ -401,6 +404,8 @@ def _check_manifest(
     files: Mapping[str, bytes], store_id: str | None, config: Config, problems: Problems
 ) -> None:
     """Checksums (switchable), sizes, store id, and exactly the listed files."""
+    import hashlib  # on first use: hashlib loads OpenSSL (start-up time)
+
     data = _json_file(files[MANIFEST], MANIFEST, problems)
     if data is None:
         return
@@ -511,6 +516,8 @@ def _check_manifest(
 
 def git_blob_sha1(content: bytes) -> str:
     """The git blob hash of ``content``: SHA-1 of ``b"blob <size>\\0" + content``."""
+    import hashlib  # on first use: hashlib loads OpenSSL (start-up time)
+
     h = hashlib.sha1(b"blob %d\0" % len(content), usedforsecurity=False)
     h.update(content)
     return h.hexdigest()

@@ -7,15 +7,18 @@ only ever sees a :class:`PolicyStore` whose every part has been parsed and check
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from polang.language.ast import Policy
 from polang.language.entities import Entity, EntityStore
 from polang.language.schema import Schema
 from polang.language.values import EntityUID
 from polang.store.errors import StoreProblem
-from polang.tokens.settings import IssuerSettings
+
+if TYPE_CHECKING:  # annotations only (start-up time: a store without issuers needs none)
+    from datetime import datetime
+
+    from polang.tokens.settings import IssuerSettings
 
 
 @dataclass(frozen=True)

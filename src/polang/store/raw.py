@@ -11,13 +11,15 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from polang.errors import PolicyStoreError
 from polang.jsonlimits import MAX_JSON_DEPTH, check_depth, value_error_text
 from polang.store.errors import Problems
 from polang.store.fields import show
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 
 @dataclass
