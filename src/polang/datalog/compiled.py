@@ -689,28 +689,76 @@ class CompiledBackend:
         return plan
 
     def decide(self, request: Request, facts: EntityFacts, *, trace: bool = False) -> RawDecision:
-        plan = self._plan(request.action, facts.ancestors_of(request.action))
         if trace:
+            plan = self._plan(request.action, facts.ancestors_of(request.action))
             return self._decide_traced(plan, request, facts)
-        scope: set[str] = set()
-        true: set[str] = set()  # cond(P, true)
-        false: set[str] = set()  # cond(P, false)
-        errs: dict[str, EvaluationError] = {}
-        # Only the candidates whose indexed scope keys hold are run; each runs the rest of
-        # its scope (OUT_OF_SCOPE when it fails) and then its condition. The principal's
-        # and resource's entities are looked up once for all of them.
+        allow, reasons, errored, errs = self.outcome(request, facts)
+        return RawDecision(
+            allow,
+            list(reasons),
+            [(pid, errs.get(pid) or _unknown_error()) for pid in errored] if errored else [],
+            [],
+        )
+
+    def outcome(
+        self, request: Request, facts: EntityFacts
+    ) -> tuple[bool, tuple[str, ...], tuple[str, ...], dict[str, EvaluationError]]:
+        """The decision as ``(allow, reasons, erroring policy ids, errors by policy id)``:
+        the reasons and ids in policy order, shared (callers copy what they hand out).
+
+        Only the candidates whose indexed scope keys hold are run; each runs the rest of its
+        scope (``OUT_OF_SCOPE`` when it fails) and then its condition. The combined decision
+        depends only on which candidates ran (the runnable list ``select`` gives, one cached
+        object per pair of index selections) and what each gave (out of scope, true, false,
+        an error), so it is memoized on the runnable list by those outcomes: most requests
+        land on a few. Each request's errors keep their own messages.
+        """
+        plan = self._plan(request.action, facts.ancestors_of(request.action))
+        # the principal's and resource's entities are looked up once for all candidates
         get = facts.get
         principal = request.principal
         pe = None if principal is None else get(principal)
         re = get(request.resource)
-        for run, pids in plan.select(request, facts):
+        runnable = plan.select(request, facts)
+        codes: list[Any] = []  # per runnable: OUT_OF_SCOPE, True, False or _ERRORED
+        errs: dict[str, EvaluationError] = _NO_ERRORS
+        for run, pids in runnable:
             try:
                 v = run(request, facts, pe, re)
             except EvaluationError as e:
-                scope |= pids
+                if errs is _NO_ERRORS:
+                    errs = {}
                 for pid in pids:
                     errs[pid] = e
+                codes.append(_ERRORED)
                 continue
+            if v is OUT_OF_SCOPE or v is True or v is False:
+                codes.append(v)
+            else:
+                if errs is _NO_ERRORS:
+                    errs = {}
+                not_bool = _bool_error(v)
+                for pid in pids:
+                    errs[pid] = not_bool
+                codes.append(_ERRORED)
+        key = tuple(codes)
+        memo = runnable.memo
+        hit = memo.get(key)
+        if hit is None:
+            hit = self._combined(plan, runnable, key)
+            if len(memo) >= _Runnable.MAX_MEMO:
+                memo.clear()
+            memo[key] = hit
+        return hit[0], hit[1], hit[2], errs
+
+    def _combined(
+        self, plan: _Plan, runnable: _Runnable, key: tuple[Any, ...]
+    ) -> tuple[bool, tuple[str, ...], tuple[str, ...]]:
+        """The decision rules over one outcome of a runnable list."""
+        scope: set[str] = set()
+        true: set[str] = set()  # cond(P, true)
+        false: set[str] = set()  # cond(P, false)
+        for (_, pids), v in zip(runnable, key, strict=True):
             if v is OUT_OF_SCOPE:
                 continue
             scope |= pids
@@ -718,83 +766,15 @@ class CompiledBackend:
                 true |= pids
             elif v is False:
                 false |= pids
-            else:
-                not_bool = _bool_error(v)
-                for pid in pids:
-                    errs[pid] = not_bool
-        return self._decision(plan, scope, true, false, errs, [])
+        raw = self._decision(plan, scope, true, false, {}, [])
+        return raw.allow, tuple(raw.reasons), tuple(pid for pid, _ in raw.errors)
 
     def decide_many(
         self, requests: Sequence[Request], facts: Sequence[EntityFacts]
     ) -> list[RawDecision]:
-        """:meth:`decide` over many requests (each over its facts), the policy-combining
-        step run once per distinct outcome: a list view's requests mostly land on a few.
-
-        Each request still runs its own candidates (their conditions read its resource). The
-        combined decision depends only on which candidates ran (the runnable list ``select``
-        gives, one cached object per pair of index selections) and what each gave (out of
-        scope, true, false, an error), so those two are the memo's key; each request's
-        errors keep their own messages.
-        """
-        memo: dict[tuple[int, tuple[int, ...]], tuple[Any, bool, list[str], list[str]]] = {}
-        out: list[RawDecision] = []
-        for request, fx in zip(requests, facts, strict=True):
-            plan = self._plan(request.action, fx.ancestors_of(request.action))
-            get = fx.get
-            principal = request.principal
-            pe = None if principal is None else get(principal)
-            re = get(request.resource)
-            runnable = plan.select(request, fx)
-            codes: list[int] = []  # per runnable: 0 out of scope, 1 true, 2 false, 3 error
-            errs: dict[str, EvaluationError] = {}
-            for run, pids in runnable:
-                try:
-                    v = run(request, fx, pe, re)
-                except EvaluationError as e:
-                    codes.append(3)
-                    for pid in pids:
-                        errs[pid] = e
-                    continue
-                if v is OUT_OF_SCOPE:
-                    codes.append(0)
-                elif v is True:
-                    codes.append(1)
-                elif v is False:
-                    codes.append(2)
-                else:
-                    codes.append(3)
-                    not_bool = _bool_error(v)
-                    for pid in pids:
-                        errs[pid] = not_bool
-            key = (id(runnable), tuple(codes))
-            hit = memo.get(key)
-            if hit is None:
-                scope: set[str] = set()
-                true: set[str] = set()
-                false: set[str] = set()
-                for (_, pids), code in zip(runnable, codes, strict=True):
-                    if code:
-                        scope |= pids
-                        if code == 1:
-                            true |= pids
-                        elif code == 2:
-                            false |= pids
-                raw = self._decision(plan, scope, true, false, errs, [])
-                # the entry holds ``runnable``: its id stays its own while the memo lives
-                hit = (runnable, raw.allow, raw.reasons, [pid for pid, _ in raw.errors])
-                memo[key] = hit
-            errored = hit[3]
-            out.append(
-                RawDecision(
-                    hit[1],
-                    list(hit[2]),  # the memo's list is shared: each decision gets its own
-                    [(pid, errs.get(pid) or _unknown_error()) for pid in errored]
-                    if errored
-                    else [],
-                    [],
-                )
-            )
-        return out
+        """:meth:`decide` over many requests, each over its facts."""
+        decide = self.decide
+        return [decide(r, f) for r, f in zip(requests, facts, strict=True)]
 
     def _decide_traced(self, plan: _Plan, request: Request, facts: EntityFacts) -> RawDecision:
         """Every action candidate, with its scope and condition reported separately."""
@@ -882,6 +862,24 @@ _Dim = tuple[
 
 _NO_POSITIONS: frozenset[int] = frozenset()
 
+_ERRORED: Any = object()
+"""A candidate's outcome in a memo key: it raised an error or gave a non-Bool value."""
+
+_NO_ERRORS: dict[str, EvaluationError] = {}
+"""The errors of a decision without any (shared: never written to)."""
+
+
+class _Runnable(list[tuple[RunFn, frozenset[str]]]):
+    """The candidates a request runs, as ``(run, policy ids)``, with the combined
+    decisions already worked out for it by outcome tuple (``CompiledBackend.outcome``)."""
+
+    __slots__ = ("memo",)
+
+    MAX_MEMO = 256
+    """Outcome tuples kept per list (a list's memo starts over when full)."""
+
+    memo: dict[tuple[Any, ...], tuple[bool, tuple[str, ...], tuple[str, ...]]]
+
 
 class _Plan:
     """The candidates of one action, with principal/resource indexes over them.
@@ -922,9 +920,7 @@ class _Plan:
                     by_type.setdefault(key[1], set()).add(pos)
             self.dims.append((frozenset(absent), frozenset(bound), eq, in_, by_type))
         self._dim_cache: list[dict[Any, tuple[frozenset[EntityUID], frozenset[int]]]] = [{}, {}]
-        self._pairs: dict[
-            tuple[frozenset[int], frozenset[int]], list[tuple[RunFn, frozenset[str]]]
-        ] = {}
+        self._pairs: dict[tuple[frozenset[int], frozenset[int]], _Runnable] = {}
 
     def _positions(self, d: int, v: EntityUID | None, facts: EntityFacts) -> frozenset[int]:
         absent, bound, eq, in_, by_type = self.dims[d]
@@ -949,7 +945,7 @@ class _Plan:
         cache[v] = (anc, result)
         return result
 
-    def select(self, request: Request, facts: EntityFacts) -> list[tuple[RunFn, frozenset[str]]]:
+    def select(self, request: Request, facts: EntityFacts) -> _Runnable:
         """The candidates whose indexed keys hold, as ``(run, policy ids)``: policies with
         one shared function (equal residual scope and condition) are run once."""
         ps = self._positions(0, request.principal, facts)
@@ -962,7 +958,8 @@ class _Plan:
             for i in sorted(ps & rs):
                 cp = pols[i]
                 groups.setdefault(cp.run, []).append(cp.info.policy_id)
-            out = [(run, frozenset(pids)) for run, pids in groups.items()]
+            out = _Runnable((run, frozenset(pids)) for run, pids in groups.items())
+            out.memo = {}
             if len(self._pairs) >= self.MAX_CACHE:
                 self._pairs.clear()
             self._pairs[pair] = out

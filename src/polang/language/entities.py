@@ -699,10 +699,37 @@ def _fast_tags(tags: Any, et: Any, schema: Schema) -> dict[str, Any] | None:
 def _fast_entity(o: Any, schema: Schema) -> Entity | None:
     if type(o) is not dict or not o.keys() <= ENTITY_KEYS:
         return None
-    uid = _fast_uid(o.get("uid"))
+    v = o.get("uid")  # _fast_uid, inline (twice per request)
+    if type(v) is not dict:
+        return None
+    inner = v.get("__entity", v)
+    if inner is not v and (len(v) != 1 or type(inner) is not dict):
+        return None
+    if len(inner) != 2:
+        return None
+    t, i = inner.get("type"), inner.get("id")
+    if type(t) is not str or type(i) is not str:
+        return None
+    conv = _converters(schema).entity.get(t)  # only valid type names have one
+    if conv is None:
+        if not _valid_type_name(t):
+            return None
+        conv = _converter(schema, "entity", t)
+    uid = _new_uid(EntityUID, (t, i))
+    if conv is not _GENERIC:
+        return conv(o, uid)
+    return _generic_entity(o, uid, schema)
+
+
+_new_uid = tuple.__new__
+
+
+def _generic_entity(o: dict[str, Any], uid: EntityUID, schema: Schema) -> Entity | None:
+    """The fast path without generated code (a type's first uses, and the reference the
+    generated converters are tested against)."""
     attrs = o.get("attrs")
     parents = o.get("parents", [])
-    if uid is None or type(attrs) is not dict or type(parents) is not list:
+    if type(attrs) is not dict or type(parents) is not list:
         return None
     et = _plain_types(schema).get(uid.type)
     if et is None:
@@ -726,6 +753,120 @@ def _fast_entity(o: Any, schema: Schema) -> Entity | None:
     if tag_values is None:
         return None
     return Entity(uid, fields, parent_uids, tag_values)
+
+
+def _fast_mapped(obj: dict[str, Any], schema: Schema) -> Entity | None:
+    """The mapped form's fast path (``obj`` is a dict); None to defer."""
+    m = obj.get("cedar_entity_mapping")
+    if type(m) is dict and len(m) == 2:
+        t, i = m.get("entity_type"), m.get("id")
+        if type(t) is str and type(i) is str:
+            conv = _converters(schema).mapped.get(t)
+            if conv is None:
+                conv = _converter(schema, "mapped", t)
+            uid = EntityUID(t, i)
+            if conv is not _GENERIC:
+                return conv(obj, uid)
+            et = _plain_types(schema).get(t)
+            if et is not None:
+                fields = _fast_record(obj, et.shape, schema, skip="cedar_entity_mapping")
+                if fields is not None:
+                    return Entity(uid, fields, set(), {})
+    return None
+
+
+def fast_request_entity(obj: Any, schema: Schema) -> Entity | None:
+    """A request's principal or resource given in full as a plain dict (either entity
+    form), in the common case; ``None`` otherwise, and the caller runs the full reader
+    (``refs.entity_or_reference``: its forms, its errors). What this returns is what that
+    reader would."""
+    if type(obj) is not dict:
+        return None
+    if "uid" in obj:
+        return _fast_entity(obj, schema)
+    if "cedar_entity_mapping" in obj:
+        return _fast_mapped(obj, schema)
+    return None
+
+
+# -- generated converters (entity_codegen.py), per schema and type, built lazily ---------
+
+GENERATE_AFTER = 8
+"""Uses of an entity type (or of an action's context) after which its converter is
+generated: a process that decides a few times never pays for generating code."""
+
+
+def _generic(*_args: Any) -> Any:
+    return None
+
+
+_GENERIC: Any = _generic
+"""A table's entry for "no generated converter (yet)": the generic fast path runs."""
+
+
+class _Converters:
+    """One schema's generated converters (by entity type / action) and the use counts of
+    those not generated yet."""
+
+    __slots__ = ("context", "entity", "mapped", "uses")
+
+    def __init__(self) -> None:
+        self.entity: dict[str, Any] = {}
+        self.mapped: dict[str, Any] = {}
+        self.context: dict[EntityUID, Any] = {}
+        self.uses: dict[tuple[str, Any], int] = {}
+
+
+def _converters(schema: Schema) -> _Converters:
+    convs: _Converters | None = schema._cache.get("entity_converters")
+    if convs is None:
+        convs = schema._cache["entity_converters"] = _Converters()
+    return convs
+
+
+def _converter(schema: Schema, kind: str, key: Any) -> Any:
+    """The generated converter for ``key`` once it has been asked for ``GENERATE_AFTER``
+    times, ``_GENERIC`` before (and for keys that get none: undeclared, enumerated or
+    action types, undeclared actions)."""
+    convs = _converters(schema)
+    table: dict[Any, Any] = getattr(convs, kind)
+    plain = schema.action(key) is not None if kind == "context" else key in _plain_types(schema)
+    if not plain:
+        return _GENERIC
+    n = convs.uses.get((kind, key), 0) + 1
+    if n < GENERATE_AFTER:
+        convs.uses[(kind, key)] = n
+        return _GENERIC
+    from polang.language import entity_codegen
+
+    build: Any = {
+        "entity": entity_codegen.entity_converter,
+        "mapped": entity_codegen.mapped_converter,
+        "context": entity_codegen.context_converter,
+    }[kind]
+    try:
+        conv = build(schema, key)
+    except (RecursionError, SyntaxError, MemoryError):  # a schema too deep to generate
+        conv = _GENERIC
+    table[key] = conv
+    return conv
+
+
+def fast_context(data: Any, schema: Schema, action: EntityUID) -> RecordValue | None:
+    """A context given as a plain dict, parsed by ``action``'s context type in the common
+    case; ``None`` otherwise (then :func:`parse_context` gives the value or the error)."""
+    if type(data) is not dict:
+        return None
+    conv = _converters(schema).context.get(action)
+    if conv is None:
+        conv = _converter(schema, "context", action)
+    if conv is not _GENERIC:
+        return conv(data)
+    declared = schema.action(action)
+    if declared is None:
+        return None
+    fields = _fast_record(data, declared.context, schema)
+    return None if fields is None else RecordValue(fields)
 
 
 def parse_entity(obj: object, schema: Schema | None = None, *, path: str = "$[0]") -> Entity:
@@ -761,15 +902,9 @@ def parse_mapped_entity(obj: object, schema: Schema | None = None, *, path: str 
     """The compatibility form ``{"cedar_entity_mapping": {"entity_type": T, "id": I}, **attrs}``:
     every other key is an attribute; it has no parents and no tags."""
     if schema is not None and type(obj) is dict:
-        m = obj.get("cedar_entity_mapping")
-        if type(m) is dict and len(m) == 2:
-            t, i = m.get("entity_type"), m.get("id")
-            if type(t) is str and type(i) is str:
-                et = _plain_types(schema).get(t)
-                if et is not None:
-                    fields = _fast_record(obj, et.shape, schema, skip="cedar_entity_mapping")
-                    if fields is not None:
-                        return Entity(EntityUID(t, i), fields, set(), {})
+        fast = _fast_mapped(obj, schema)
+        if fast is not None:
+            return fast
     uid: EntityUID | None = None
     try:
         o = _check_object(obj, path, "an entity")
@@ -965,9 +1100,9 @@ def parse_context(
                     f"context at {path}: action `{action}` is not declared in the schema"
                 )
             if type(data) is dict:  # plain, well-typed contexts skip the paths and checks
-                fields = _fast_record(data, declared.context, schema)
-                if fields is not None:
-                    return RecordValue(fields)
+                fast = fast_context(data, schema, action)
+                if fast is not None:
+                    return fast
             return _record(data, declared.context, path, schema)
         obj = _check_object(data, path, "the context")
         return RecordValue({k: _untyped(x, json_path(path, k)) for k, x in obj.items()})
