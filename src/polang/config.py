@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from polang._record import Record
 from polang.errors import ConfigError
+
+_set = object.__setattr__
 
 if TYPE_CHECKING:
     from polang.store.source import PolicyStoreSource
@@ -214,15 +217,24 @@ def _algorithms(key: str, value: object) -> tuple[str, ...]:
 # ---------------------------------------------------------------- the property table
 
 
-@dataclass(frozen=True)
-class Property:
+class Property(Record):
     """One ``ENGINE_*`` property: its key, the Config field, parser and documentation."""
 
+    __slots__ = ("allowed", "doc", "field", "key", "parse")
     key: str
     field: str
     parse: Callable[[str, object], Any]
     allowed: str
     doc: str
+
+    def __init__(
+        self, key: str, field: str, parse: Callable[[str, object], Any], allowed: str, doc: str
+    ) -> None:
+        _set(self, "key", key)
+        _set(self, "field", field)
+        _set(self, "parse", parse)
+        _set(self, "allowed", allowed)
+        _set(self, "doc", doc)
 
 
 PROPERTIES: tuple[Property, ...] = (

@@ -29,11 +29,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
 from typing import Any
 
+from polang._record import Record
 from polang.datalog.ir import Atom, Const, Rule, Var
 from polang.datalog.seminaive import stratify
+
+_set = object.__setattr__
 
 Relations = Mapping[str, AbstractSet[tuple[Any, ...]]]
 
@@ -45,8 +47,7 @@ class CodegenError(ValueError):
     """The rules are outside what this compiler accepts."""
 
 
-@dataclass(frozen=True, slots=True)
-class CompactRules:
+class CompactRules(Record):
     """Generated rules over compact relations.
 
     ``run(*inputs)`` takes the input relations in ``inputs`` order and returns every derived
@@ -55,11 +56,26 @@ class CompactRules:
     (a dict keyed by that column's values; :data:`TUPLES` for any other relation).
     """
 
+    __slots__ = ("arity", "grouped", "inputs", "run", "source")
     run: Callable[..., dict[str, Any]]
     inputs: tuple[str, ...]
     arity: Mapping[str, int]
     grouped: Mapping[str, int]
     source: str
+
+    def __init__(
+        self,
+        run: Callable[..., dict[str, Any]],
+        inputs: tuple[str, ...],
+        arity: Mapping[str, int],
+        grouped: Mapping[str, int],
+        source: str,
+    ) -> None:
+        _set(self, "run", run)
+        _set(self, "inputs", inputs)
+        _set(self, "arity", arity)
+        _set(self, "grouped", grouped)
+        _set(self, "source", source)
 
     def to_compact(self, pred: str, rel: AbstractSet[tuple[Any, ...]]) -> Any:
         """A plain relation (set of tuples) in this program's form for ``pred``."""

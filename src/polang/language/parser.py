@@ -21,7 +21,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import functools
-import importlib.resources
 import itertools
 import threading
 from collections.abc import Callable, Sequence
@@ -133,11 +132,9 @@ _PARSER_LOCK = threading.Lock()
 
 
 def _grammar_text() -> str:
-    return (
-        importlib.resources.files("polang.language")
-        .joinpath("grammar", "policy.lark")
-        .read_text(encoding="utf-8")
-    )
+    # beside this file, as lalr reads it (importlib.resources would import tempfile, shutil
+    # and more: 9 ms of every start-up)
+    return lalr._grammar_text("policy")
 
 
 def get_parser() -> Lark:

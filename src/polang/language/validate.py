@@ -13,9 +13,9 @@ Every problem is a :class:`ValidationFinding`; printing one gives
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
+from polang._record import Record
 from polang.errors import EvaluationError, ValidationError
 from polang.language import ast, extensions
 from polang.language import schema as sm
@@ -30,6 +30,8 @@ from polang.language.typecheck.checker import (
 )
 from polang.language.values import EntityUID, RecordValue, SetValue, Value, quote_string, type_name
 
+_set = object.__setattr__
+
 __all__ = [
     "ValidationFinding",
     "check_multi_issuer_schema",
@@ -43,8 +45,7 @@ __all__ = [
 Severity = Literal["error", "warning"]
 
 
-@dataclass(frozen=True, slots=True)
-class ValidationFinding:
+class ValidationFinding(Record):
     """One problem found by validation.
 
     ``kind`` is a stable machine name (``attribute_not_found``, ``unsafe_optional_attribute``,
@@ -53,12 +54,29 @@ class ValidationFinding:
     entity and request findings carry ``path`` (the entity uid or request part) instead.
     """
 
+    __slots__ = ("kind", "message", "path", "policy_id", "severity", "span")
     policy_id: str | None
     span: Span | None
     kind: str
     message: str
-    severity: Severity = "error"
-    path: str | None = None
+    severity: Severity
+    path: str | None
+
+    def __init__(
+        self,
+        policy_id: str | None,
+        span: Span | None,
+        kind: str,
+        message: str,
+        severity: Severity = "error",
+        path: str | None = None,
+    ) -> None:
+        _set(self, "policy_id", policy_id)
+        _set(self, "span", span)
+        _set(self, "kind", kind)
+        _set(self, "message", message)
+        _set(self, "severity", severity)
+        _set(self, "path", path)
 
     @property
     def location(self) -> str:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
+from polang._record import Record
 from polang.language import ast, extensions
 from polang.language import schema as sm
 from polang.language.ast import NO_SPAN, Span
@@ -48,17 +48,27 @@ from polang.language.typecheck.types import (
 )
 from polang.language.values import EntityUID, quote_string
 
+_set = object.__setattr__
+
 # ---------------------------------------------------------------- findings (raw)
 
 
-@dataclass(frozen=True, slots=True)
-class Issue:
+class Issue(Record):
     """A finding before it is tied to a policy id (the public form is in ``validate``)."""
 
+    __slots__ = ("kind", "message", "severity", "span")
     kind: str
     message: str
-    span: Span = field(default=NO_SPAN, compare=True)
-    severity: str = "error"
+    span: Span
+    severity: str
+
+    def __init__(
+        self, kind: str, message: str, span: Span = NO_SPAN, severity: str = "error"
+    ) -> None:
+        _set(self, "kind", kind)
+        _set(self, "message", message)
+        _set(self, "span", span)
+        _set(self, "severity", severity)
 
 
 def is_action_type(name: str) -> bool:
@@ -69,8 +79,9 @@ def is_action_type(name: str) -> bool:
 # ---------------------------------------------------------------- the schema, indexed
 
 
-@dataclass(slots=True)
-class EntityInfo:
+class EntityInfo(Record):
+    __slots__ = ("attrs", "descendants", "enum", "name", "open", "tags")
+    _frozen: ClassVar[bool] = False
     name: str
     attrs: dict[str, AttrType]
     open: bool
@@ -78,26 +89,74 @@ class EntityInfo:
     enum: tuple[str, ...] | None
     descendants: set[str]
 
+    def __init__(
+        self,
+        name: str,
+        attrs: dict[str, AttrType],
+        open: bool,
+        tags: Type | None,
+        enum: tuple[str, ...] | None,
+        descendants: set[str],
+    ) -> None:
+        self.name = name
+        self.attrs = attrs
+        self.open = open
+        self.tags = tags
+        self.enum = enum
+        self.descendants = descendants
 
-@dataclass(slots=True)
-class ActionInfo:
+
+class ActionInfo(Record):
+    __slots__ = ("context", "descendants", "principals", "resources", "uid")
+    _frozen: ClassVar[bool] = False
     uid: EntityUID
     descendants: set[EntityUID]
     principals: tuple[str, ...]
     resources: tuple[str, ...]
     context: RecordType
 
+    def __init__(
+        self,
+        uid: EntityUID,
+        descendants: set[EntityUID],
+        principals: tuple[str, ...],
+        resources: tuple[str, ...],
+        context: RecordType,
+    ) -> None:
+        self.uid = uid
+        self.descendants = descendants
+        self.principals = principals
+        self.resources = resources
+        self.context = context
 
-@dataclass(slots=True)
-class Env:
+
+class Env(Record):
     """One request environment (with template slots linked to entity types, if any)."""
 
+    __slots__ = ("action", "context", "principal", "principal_slot", "resource", "resource_slot")
+    _frozen: ClassVar[bool] = False
     principal: str
     action: EntityUID
     resource: str
     context: RecordType
-    principal_slot: str | None = None
-    resource_slot: str | None = None
+    principal_slot: str | None
+    resource_slot: str | None
+
+    def __init__(
+        self,
+        principal: str,
+        action: EntityUID,
+        resource: str,
+        context: RecordType,
+        principal_slot: str | None = None,
+        resource_slot: str | None = None,
+    ) -> None:
+        self.principal = principal
+        self.action = action
+        self.resource = resource
+        self.context = context
+        self.principal_slot = principal_slot
+        self.resource_slot = resource_slot
 
 
 class SchemaIndex:
@@ -235,13 +294,27 @@ def sequence(answers: list[Answer], f: Callable[[list[Type | None]], Answer]) ->
 # ---------------------------------------------------------------- extension functions
 
 
-@dataclass(frozen=True, slots=True)
-class ExtFunction:
+class ExtFunction(Record):
+    __slots__ = ("args", "literal_kind", "method", "name", "ret")
     name: str
     args: tuple[Type, ...]
     ret: Type
-    literal_kind: str | None = None  # constructors: what the string literal must parse as
-    method: bool = False  # called as `receiver.name(...)`; the receiver is the first argument
+    literal_kind: str | None  # constructors: what the string literal must parse as
+    method: bool  # called as `receiver.name(...)`; the receiver is the first argument
+
+    def __init__(
+        self,
+        name: str,
+        args: tuple[Type, ...],
+        ret: Type,
+        literal_kind: str | None = None,
+        method: bool = False,
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "args", args)
+        _set(self, "ret", ret)
+        _set(self, "literal_kind", literal_kind)
+        _set(self, "method", method)
 
     def arity_message(self, given: int) -> str:
         """``given`` counts the receiver of a method, as ``args`` does."""
@@ -1114,10 +1187,15 @@ def _render(e: Node) -> str | None:
 # ---------------------------------------------------------------- one policy
 
 
-@dataclass
-class PolicyResult:
+class PolicyResult(Record):
+    __slots__ = ("impossible", "issues")
+    _frozen: ClassVar[bool] = False
     issues: list[Issue]
     impossible: bool
+
+    def __init__(self, issues: list[Issue], impossible: bool) -> None:
+        self.issues = issues
+        self.impossible = impossible
 
 
 def link_envs(index: SchemaIndex, policy: ast.Policy, env: Env) -> Iterator[Env]:
