@@ -862,6 +862,28 @@ def test_uuid7_draws_random_bytes_in_pools_and_refills_after_a_fork(
     assert len(set(ids)) == 250 and ids == sorted(ids)
     assert len(draws) <= 2  # 200 new milliseconds: each id takes a counter seed and a tail
     before, parent = len(draws), gen._pool
-    monkeypatch.setattr(logs_mod.os, "getpid", lambda: -42)
+    monkeypatch.setattr(logs_mod, "_FORKS", [logs_mod._FORKS[0] + 1])  # as after a fork
     gen()
     assert len(draws) == before + 1 and gen._pool is not parent
+    gen()
+    assert len(draws) == before + 1  # the child's own pool serves its next ids
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_uuid7_forked_child_draws_its_own_pool() -> None:
+    """A real fork: the child's ids come from fresh random bytes, not its parent's pool."""
+    gen = UUIDv7Generator(clock_ms=lambda: 5)
+    gen()  # the parent's pool is drawn
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next id's random tail, then exit at once
+        os.close(read)
+        os.write(write, gen().encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        child = f.read()
+    os.waitpid(pid, 0)
+    parent = gen()  # the same counter step in the parent, from the parent's pool
+    assert child[:23] == parent[:23]  # same millisecond and counter
+    assert child[24:] != parent[24:]  # but not the same random tail

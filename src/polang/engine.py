@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from polang.config import Config
-from polang.datalog.authorizer import Authorizer, Decision
+from polang.datalog.authorizer import Authorizer
 from polang.datalog.facts import EntityFacts, Request
 from polang.errors import (
     EntityError,
@@ -32,6 +32,8 @@ from polang.language.entities import (
     Entity,
     EntityStore,
     check_acyclic,
+    fast_context,
+    fast_request_entity,
     parse_context,
     parse_value,
     same_entity,
@@ -224,6 +226,10 @@ class _Snapshot:
     """Actions whose context declares ``tokens`` required (not ``tokens?``)."""
     processor: TokenProcessor | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    clean_checks: dict[tuple[EntityUID, str | None, str], bool] = field(default_factory=dict)
+    """(action, principal type, resource type) of requests whose schema check found nothing
+    with a context the parse already conformed (plain types only: the check's answer is the
+    same for every uid of them). Bounded by the schema's actions and types."""
 
     @property
     def tokens(self) -> TokenProcessor:
@@ -453,6 +459,8 @@ class Engine:
     # -- request parts --------------------------------------------------------------------
 
     def _action(self, action: str | EntityUID) -> EntityUID:
+        if type(action) is str and len(action) <= 256:
+            return _parse_action(action)
         if isinstance(action, EntityUID):
             return action
         if not isinstance(action, str):
@@ -531,18 +539,55 @@ class Engine:
     ) -> tuple[Request, EntityFacts]:
         schema = snap.store.schema
         act = self._action(action)
-        ruid, request_entities = self._part(snap, resource, "resource")
+        # entities and contexts as plain dicts take the generated converters; anything
+        # else (and every error) goes through the full readers
+        res = fast_request_entity(resource, schema)
+        if res is not None:
+            ruid = res.uid
+            request_entities = [res]
+        else:
+            ruid, request_entities = self._part(snap, resource, "resource")
         puid: EntityUID | None = None
         if principal is not None:
-            puid, prin = self._part(snap, principal, "principal")
-            request_entities.extend(prin)
-        ctx = self._context(context, act, schema)
+            prin = fast_request_entity(principal, schema)
+            if prin is not None:
+                puid = prin.uid
+                request_entities.append(prin)
+            else:
+                puid, pents = self._part(snap, principal, "principal")
+                request_entities.extend(pents)
+        ctx = fast_context(context, schema, act) if type(context) is dict else None
+        if ctx is None:
+            ctx = self._context(context, act, schema)
         # a context parsed from JSON by the action's type is checked already (when its type
         # leaves nothing to validation); None and a caller's RecordValue are not
         parsed = context is not None and not isinstance(context, RecordValue)
-        checked = parsed and parsed_context_is_valid(schema, act)
-        self._check_request(puid, act, ruid, None if checked else ctx, schema)
+        self._check_parsed(snap, puid, act, ruid, ctx, parsed)
         return Request(puid, act, ruid, ctx), snap.facts.with_entities(request_entities)
+
+    def _check_parsed(
+        self,
+        snap: _Snapshot,
+        puid: EntityUID | None,
+        act: EntityUID,
+        ruid: EntityUID,
+        ctx: RecordValue,
+        parsed: bool,
+    ) -> None:
+        """The schema check of a request whose context was ``parsed`` from JSON (or not);
+        a clean answer for plain types is kept per snapshot."""
+        if not self.config.strict_schema_validation:
+            return
+        schema = snap.store.schema
+        if not parsed or not parsed_context_is_valid(schema, act):
+            self._check_request(puid, act, ruid, ctx, schema)
+            return
+        key = (act, None if puid is None else puid[0], ruid[0])
+        if key in snap.clean_checks:
+            return
+        self._check_request(puid, act, ruid, None, schema)  # raises on a finding
+        if (puid is None or _plain_type(schema, puid[0])) and _plain_type(schema, ruid[0]):
+            snap.clean_checks[key] = True
 
     def _token_request(
         self,
@@ -601,9 +646,16 @@ class Engine:
         started = time.perf_counter()
         snap = self._snap
         request, facts = self._unsigned_request(snap, action, resource, context, principal)
-        decision = snap.authorizer.decide(request, facts)
+        allow, reasons, errors = snap.authorizer.verdict(request, facts)
         return self._result(
-            snap, started, decision, request.action, request.resource, request.principal
+            snap,
+            started,
+            allow,
+            reasons,
+            errors,
+            request.action,
+            request.resource,
+            request.principal,
         )
 
     def authorize_multi_issuer(
@@ -617,11 +669,13 @@ class Engine:
         started = time.perf_counter()
         snap = self._snap
         request, facts, processed = self._token_request(snap, tokens, action, resource, context)
-        decision = snap.authorizer.decide(request, facts)
+        allow, reasons, errors = snap.authorizer.verdict(request, facts)
         return self._result(
             snap,
             started,
-            decision,
+            allow,
+            reasons,
+            errors,
             request.action,
             request.resource,
             None,
@@ -977,17 +1031,21 @@ class Engine:
         tokens: dict[int, ProcessedTokens] | None,
     ) -> list[BatchResult]:
         """Decide the prepared requests together and put each answer in its slot."""
-        decisions = snap.authorizer.decide_batch([t[1] for t in todo], [t[2] for t in todo])
+        verdicts = snap.authorizer.verdicts([t[1] for t in todo], [t[2] for t in todo])
         elapsed: int | None = None
         if self.logger.enabled and out:  # each request's share of the batch's time
             elapsed = int((time.perf_counter() - started) * 1e6 / len(out))
         ids = uuid7_many(len(todo))
-        for (i, request, _), d, request_id in zip(todo, decisions, ids, strict=True):
+        for (i, request, _), (allow, reasons, errors), request_id in zip(
+            todo, verdicts, ids, strict=True
+        ):
             processed = None if tokens is None else tokens[i]
             out[i] = self._result(
                 snap,
                 started,
-                d,
+                allow,
+                reasons,
+                errors,
                 request.action,
                 request.resource,
                 request.principal,
@@ -1002,7 +1060,9 @@ class Engine:
         self,
         snap: _Snapshot,
         started: float,
-        d: Decision,
+        allow: bool,
+        reasons: list[str],
+        errors: list[dict[str, str]],
         action: EntityUID,
         resource: EntityUID,
         principal: EntityUID | None,
@@ -1014,18 +1074,17 @@ class Engine:
     ) -> AuthorizeResult:
         if request_id is None:
             request_id = uuid7()
-        # the decision's lists are its own (fresh per decision): the result takes them
-        errors = [e.to_dict() for e in d.errors] if d.errors else []
-        result = _new_result(d.allow, request_id, d.reasons, errors, dropped)
+        # the verdict's lists are its own (fresh per decision): the result takes them
+        result = _new_result(allow, request_id, reasons, errors, dropped)
         if self.logger.enabled:
             elapsed = (
                 int((time.perf_counter() - started) * 1e6) if elapsed_us is None else elapsed_us
             )
             metrics = self.logger.metrics
             metrics.increment("authorize_calls")
-            metrics.increment("allow" if d.allow else "deny")
-            if d.errors:
-                metrics.increment("policy_errors", len(d.errors))
+            metrics.increment("allow" if allow else "deny")
+            if errors:
+                metrics.increment("policy_errors", len(errors))
             if dropped:
                 metrics.increment("dropped_tokens", len(dropped))
             metrics.observe("decision_time_micro_sec", elapsed)
@@ -1036,11 +1095,11 @@ class Engine:
             )
             self.logger.decision(
                 request_id=request_id,
-                decision=d.allow,
+                decision=allow,
                 action=str(action),
                 resource=str(resource),
                 principal=str(principal) if principal is not None else None,
-                reason=list(d.reasons),
+                reason=list(reasons),
                 errors=errors,
                 tokens=token_ids,
                 dropped_tokens=[x.to_dict() for x in dropped or []],
@@ -1261,6 +1320,13 @@ def _with_tokens_stand_in(
     if not isinstance(context, Mapping):
         return context  # _context reports it
     return {**context, "tokens": {"total_token_count": 0}}
+
+
+def _plain_type(schema: Schema, name: str) -> bool:
+    """A type whose uids the schema check treats alike (declared, not enumerated, not an
+    action type)."""
+    et = schema.entity_types.get(name)
+    return et is not None and et.enum is None and not schema.is_action_type(name)
 
 
 @lru_cache(maxsize=1024)

@@ -97,6 +97,19 @@ class LogError(PolangError):
 _UUID7_VERSION: Final = 0x7 << 76
 _UUID7_VARIANT: Final = 0b10 << 62
 _UUID7_RAND_B: Final = (1 << 62) - 1
+_UUID7_LOW: Final = (1 << 80) - 1
+
+_FORKS = [0]
+"""Forks this process has made a child of (counted in the child): a generator's random
+pool drawn before the last fork is its parent's, and is drawn afresh."""
+
+
+def _forked() -> None:
+    _FORKS[0] += 1
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forked)
 
 
 class UUIDv7Generator:
@@ -131,19 +144,23 @@ class UUIDv7Generator:
         self._last_ms = -1
         self._counter = 0
         # random bytes drawn _POOL_BYTES at a time (one os.urandom call per ~300 ids instead
-        # of one or two per id); refilled in a forked child so parent and child never share
+        # of one or two per id); drawn afresh in a forked child so parent and child never
+        # share (os.register_at_fork counts forks: no system call per id)
         self._pool = b""
         self._pool_pos = 0
-        self._pool_pid = -1
+        self._pool_fork = -1
+        # the id's first 14 characters (the millisecond's), kept while the millisecond lasts
+        self._prefix_ms = -1
+        self._prefix = ""
 
     _POOL_BYTES: Final = 4096
 
     def _draw(self, n: int) -> bytes:
         """``n`` random bytes from the pool; the caller holds the lock."""
         pos = self._pool_pos
-        if pos + n > len(self._pool) or self._pool_pid != os.getpid():
+        if pos + n > len(self._pool) or self._pool_fork != _FORKS[0]:
             self._pool = self._random_bytes(max(n, self._POOL_BYTES))
-            self._pool_pid = os.getpid()
+            self._pool_fork = _FORKS[0]
             pos = 0
         self._pool_pos = pos + n
         return self._pool[pos : pos + n]
@@ -158,12 +175,24 @@ class UUIDv7Generator:
         clock = self._clock_ms
         now = time.time_ns() // 1_000_000 if clock is None else int(clock())
         with self._lock:
-            self._advance(now)
-            ms, counter = self._last_ms, self._counter
+            counter = self._counter + 1
+            if now > self._last_ms or counter >> self._counter_bits:
+                self._advance(now)  # a new millisecond, or the counter's overflow
+                counter = self._counter
+            else:
+                self._counter = counter
+            ms = self._last_ms
+            size = self._tail_bytes
             tail = 0
-            if self._tail_bytes:
-                tail = int.from_bytes(self._draw(self._tail_bytes), "big") & self._tail_mask
-        return self._format(ms, counter, tail)
+            if size:
+                pos = self._pool_pos
+                if pos + size > len(self._pool) or self._pool_fork != _FORKS[0]:
+                    tail = int.from_bytes(self._draw(size), "big") & self._tail_mask
+                else:
+                    self._pool_pos = pos + size
+                    tail = int.from_bytes(self._pool[pos : pos + size], "big") & self._tail_mask
+            prefix = self._prefix if ms == self._prefix_ms else self._new_prefix(ms)
+        return self._suffix(prefix, counter, tail)
 
     def many(self, n: int) -> list[str]:
         """``n`` ids, as ``n`` calls would make them, with one clock read, one lock and one
@@ -173,14 +202,17 @@ class UUIDv7Generator:
         clock = self._clock_ms
         now = time.time_ns() // 1_000_000 if clock is None else int(clock())
         size, mask = self._tail_bytes, self._tail_mask
-        out: list[str] = []
+        parts: list[tuple[str, int, int]] = []
         with self._lock:
             pool = self._draw(size * n) if size else b""
             for k in range(n):
                 self._advance(now)
                 tail = int.from_bytes(pool[k * size : (k + 1) * size], "big") & mask if size else 0
-                out.append(self._format(self._last_ms, self._counter, tail))
-        return out
+                ms = self._last_ms
+                prefix = self._prefix if ms == self._prefix_ms else self._new_prefix(ms)
+                parts.append((prefix, self._counter, tail))
+        suffix = self._suffix
+        return [suffix(p, c, t) for p, c, t in parts]
 
     def _advance(self, now: int) -> None:
         """The next (ms, counter) for a clock reading of ``now``: monotonic even when the
@@ -194,15 +226,22 @@ class UUIDv7Generator:
                 self._last_ms += 1
                 self._counter = self._random_int(self._counter_bits - 1)
 
-    def _format(self, ms: int, counter: int, tail: int) -> str:
+    def _new_prefix(self, ms: int) -> str:
+        """The id's text up to its version digit: the 48-bit millisecond, hyphenated. The
+        caller holds the lock."""
         if not 0 <= ms < 1 << 48:
             raise LogError(f"UUIDv7 timestamp {ms} ms is outside the 48-bit range")
+        h = f"{ms:012x}"
+        self._prefix = prefix = f"{h[:8]}-{h[8:]}-"
+        self._prefix_ms = ms
+        return prefix
+
+    def _suffix(self, prefix: str, counter: int, tail: int) -> str:
         rand = (counter << self._random_tail_bits) | tail
-        # 48-bit ms, version 7, rand_a (12 bits), variant 0b10, rand_b (62 bits)
-        value = (ms << 80) | _UUID7_VERSION | ((rand >> 62) << 64) | _UUID7_VARIANT
-        value |= rand & _UUID7_RAND_B
-        h = f"{value:032x}"
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        # version 7, rand_a (12 bits), variant 0b10, rand_b (62 bits): the low 80 bits
+        low = _UUID7_VERSION | ((rand >> 62) << 64) | _UUID7_VARIANT | (rand & _UUID7_RAND_B)
+        h = f"{low:020x}"
+        return f"{prefix}{h[:4]}-{h[4:8]}-{h[8:]}"
 
 
 _default_uuid7 = UUIDv7Generator()

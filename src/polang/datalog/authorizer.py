@@ -14,7 +14,7 @@ from polang.datalog.compiled import CompiledBackend, RawDecision
 from polang.datalog.facts import EntityFacts, Request
 from polang.datalog.ir import Program
 from polang.datalog.lower import lower_policies
-from polang.errors import ConfigError
+from polang.errors import ConfigError, EvaluationError
 from polang.language.ast import Policy
 from polang.language.entities import Entity, EntityStore
 from polang.language.values import EntityUID, RecordValue
@@ -123,8 +123,50 @@ class Authorizer:
         return [decide(r, f) for r, f in zip(requests, facts, strict=True)]
 
     def decide(self, request: Request, facts: EntityFacts) -> Decision:
-        """A prepared request over prepared facts (the engine's per-request path)."""
+        """A prepared request over prepared facts."""
         return _from_raw(self.backend.decide(request, facts))
+
+    def verdict(self, request: Request, facts: EntityFacts) -> Verdict:
+        """:meth:`decide` in the shape of an answer: ``(allow, reasons, errors)`` with the
+        errors as ``PolicyErrorInfo.to_dict()`` gives them; both lists are the caller's
+        own. The engine's per-request path: no intermediate objects."""
+        outcome = getattr(self.backend, "outcome", None)
+        if outcome is None:
+            d = self.decide(request, facts)
+            return d.allow, d.reasons, [e.to_dict() for e in d.errors]
+        allow, reasons, errored, errs = outcome(request, facts)
+        if not errored:
+            return allow, list(reasons), []
+        return allow, list(reasons), _error_dicts(errored, errs)
+
+    def verdicts(self, requests: Sequence[Request], facts: Sequence[EntityFacts]) -> list[Verdict]:
+        """:meth:`verdict` of each request over its facts (the engine's batches)."""
+        outcome = getattr(self.backend, "outcome", None)
+        if outcome is None:
+            return [
+                (d.allow, d.reasons, [e.to_dict() for e in d.errors])
+                for d in self.decide_batch(requests, facts)
+            ]
+        out: list[Verdict] = []
+        for request, fx in zip(requests, facts, strict=True):
+            allow, reasons, errored, errs = outcome(request, fx)
+            out.append((allow, list(reasons), _error_dicts(errored, errs) if errored else []))
+        return out
+
+
+Verdict = tuple[bool, list[str], list[dict[str, str]]]
+"""``(allow, reasons, errors as dicts)``: :meth:`Authorizer.verdict`."""
+
+
+def _error_dicts(
+    errored: Sequence[str], errs: Mapping[str, EvaluationError]
+) -> list[dict[str, str]]:
+    out = []
+    for pid in errored:
+        e = errs.get(pid)
+        message = e.message if e is not None else "the condition did not evaluate to a Bool"
+        out.append({"policy_id": pid, "error": message})
+    return out
 
 
 def _from_raw(raw: RawDecision) -> Decision:
