@@ -26,7 +26,6 @@ evaluated, exactly as the language short-circuits).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from polang._record import replace as replace_record
 from polang.errors import PolangError
 
 if TYPE_CHECKING:
@@ -345,7 +345,7 @@ def _engine(tf: TestFile) -> Engine:
             raise PolicyTestError(f"{tf.path}: entities {tf.entities}: {e.strerror}") from None
         except PolangError as e:
             raise PolicyTestError(f"{tf.path}: {e}") from None
-        store = dataclasses.replace(store, default_entities=store.default_entities.merged(extra))
+        store = replace_record(store, default_entities=store.default_entities.merged(extra))
     return Engine(config, store=store)
 
 

@@ -10,10 +10,12 @@ can rely on.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import ClassVar, NoReturn
 
+from polang._record import Record
 from polang.errors import PolicyStoreError, bound_message
+
+_set = object.__setattr__
 
 #: Most problems (and, separately, warnings) one load keeps: a hostile store can break a
 #: rule thousands of times (9,000 unexpected files); past this they are only counted.
@@ -55,14 +57,21 @@ KINDS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class StoreProblem:
+class StoreProblem(Record):
     """One broken rule: ``kind`` (see :data:`KINDS`), ``file``, ``location``, ``message``."""
 
+    __slots__ = ("file", "kind", "location", "message")
     kind: str
     file: str
     message: str
-    location: str | None = None
+    location: str | None
+
+    def __init__(self, kind: str, file: str, message: str, location: str | None = None) -> None:
+        _set(self, "kind", kind)
+        _set(self, "file", file)
+        _set(self, "message", message)
+        _set(self, "location", location)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -113,20 +122,37 @@ def _bounded(text: str | None) -> str | None:
     return bound_message(text, MAX_PROBLEM_CHARS)
 
 
-@dataclass
-class Problems:
+class Problems(Record):
     """Collects problems while a store is read; :meth:`raise_if_any` rejects the store.
 
     ``warnings`` collects what does not reject the store (unknown fields, a weak manifest
     checksum); with ``strict`` the rules that warn by default are errors instead.
     """
 
+    __slots__ = ("dropped", "dropped_warnings", "items", "source", "strict", "warnings")
+    _frozen: ClassVar[bool] = False
     source: str
-    items: list[StoreProblem] = field(default_factory=list)
-    strict: bool = False
-    warnings: list[StoreProblem] = field(default_factory=list)
-    dropped: int = 0
-    dropped_warnings: int = 0
+    items: list[StoreProblem]
+    strict: bool
+    warnings: list[StoreProblem]
+    dropped: int
+    dropped_warnings: int
+
+    def __init__(
+        self,
+        source: str,
+        items: list[StoreProblem] | None = None,
+        strict: bool = False,
+        warnings: list[StoreProblem] | None = None,
+        dropped: int = 0,
+        dropped_warnings: int = 0,
+    ) -> None:
+        self.source = source
+        self.items = [] if items is None else items
+        self.strict = strict
+        self.warnings = [] if warnings is None else warnings
+        self.dropped = dropped
+        self.dropped_warnings = dropped_warnings
 
     def add(self, kind: str, file: str, message: str, location: str | None = None) -> None:
         if len(self.items) >= MAX_PROBLEMS:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from polang._record import Record
 from polang.store.errors import Problems
 
 if TYPE_CHECKING:
@@ -93,12 +93,17 @@ def type_word(value: object) -> str:
     return type(value).__name__
 
 
-@dataclass
-class Checker:
+class Checker(Record):
     """Field checks on one file: every problem goes to ``problems`` naming ``file``."""
 
+    __slots__ = ("file", "problems")
+    _frozen: ClassVar[bool] = False
     problems: Problems
     file: str
+
+    def __init__(self, problems: Problems, file: str) -> None:
+        self.problems = problems
+        self.file = file
 
     def add(self, kind: str, path: str, message: str) -> None:
         self.problems.add(kind, self.file, message, path)

@@ -15,11 +15,11 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 from urllib.parse import urlsplit
 
+from polang._record import Record
 from polang.config import STORE_SOURCE_KEYS, Config
 from polang.errors import ConfigError
 from polang.store.archive import MAX_UNCOMPRESSED, ZIP_MAGIC, read_archive
@@ -31,6 +31,8 @@ from polang.store.raw import RawStore, decode_text
 
 if TYPE_CHECKING:  # annotations only: ssl is imported by the HTTP client that uses it
     import ssl
+
+_set = object.__setattr__
 
 SourceKind = Literal[
     "directory",
@@ -45,17 +47,28 @@ SourceKind = Literal[
 REMOTE_KINDS = ("archive_url", "legacy_url")
 
 
-@dataclass(frozen=True)
-class PolicyStoreSource:
+class PolicyStoreSource(Record):
     """One store source. Build it with the constructors; :meth:`load` reads it."""
 
+    __slots__ = ("data", "kind", "location", "text")
+    _unshown: ClassVar[tuple[str, ...]] = ("text", "data")
     kind: SourceKind
-    location: str = ""
+    location: str
     """Path, URL or a short label; empty for inline text and bytes."""
-    text: str | None = field(default=None, repr=False)
-    data: bytes | None = field(default=None, repr=False)
+    text: str | None
+    data: bytes | None
 
-    # ------------------------------------------------------------ constructors
+    def __init__(
+        self,
+        kind: SourceKind,
+        location: str = "",
+        text: str | None = None,
+        data: bytes | None = None,
+    ) -> None:
+        _set(self, "kind", kind)
+        _set(self, "location", location)
+        _set(self, "text", text)
+        _set(self, "data", data)
 
     @classmethod
     def directory(cls, path: str | os.PathLike[str]) -> PolicyStoreSource:
