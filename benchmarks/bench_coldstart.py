@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/bench_coldstart.py [--runs N] [--json]
+    python benchmarks/bench_coldstart.py [--runs N] [--json] [--baseline SRC]
 
 What a CLI call, a serverless cold start, a worker restart or a test process pays before
 its first answer. Each sample is one new Python process (``sys.executable``), timed from
@@ -24,6 +24,10 @@ decision). The child processes also report where their time went (import, build,
 medians in the last table. Bytecode caches are warm (each script runs once before timing).
 CPU time (user + system of the child, from ``getrusage``) is reported beside wall clock:
 on a shared machine it moves less, since it leaves out the time spent waiting for a core.
+
+``--baseline SRC`` adds the polang rows once more with ``PYTHONPATH=SRC`` (another
+checkout's ``src``, e.g. ``git archive <commit> | tar -x -C /tmp/base``), interleaved with
+the others: before and after measured side by side under the same load.
 """
 
 from __future__ import annotations
@@ -127,11 +131,23 @@ print(json.dumps({"decision": d.is_allowed(), "reason": sorted(d.response.diagno
 """
 
 
-def commands(pstore: Path, cstore: Path) -> dict[str, tuple[list[str], str]]:
+def commands(
+    pstore: Path, cstore: Path, baseline: str | None = None
+) -> dict[str, tuple[list[str], str]]:
     """Row variant -> (argv, row name)."""
     py = sys.executable
     req = json.dumps(REQUEST)
+    extra: dict[str, tuple[list[str], str]] = {}
+    if baseline is not None:
+        extra = {
+            "baseline first decision": (
+                [py, "-c", POLANG_FIRST, str(pstore), req],
+                "first decision",
+            ),
+            "baseline import only": ([py, "-c", "import polang"], "import only"),
+        }
     return {
+        **extra,
         "polang first decision": ([py, "-c", POLANG_FIRST, str(pstore), req], "first decision"),
         "cedarling first decision": (
             [py, "-c", CEDARLING_FIRST, str(cstore), req],
@@ -144,25 +160,34 @@ def commands(pstore: Path, cstore: Path) -> dict[str, tuple[list[str], str]]:
     }
 
 
-def run(runs: int) -> dict[str, Any]:
+def run(runs: int, baseline: str | None = None) -> dict[str, Any]:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    base_env = dict(env)
+    if baseline is not None:
+        base_env["PYTHONPATH"] = baseline
     times: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {}
     parts: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         pstore, cstore = write_stores(Path(tmp))
-        cmds = commands(pstore, cstore)
+        cmds = commands(pstore, cstore, baseline)
         names = list(cmds)
+
+        def env_of(name: str) -> dict[str, str]:
+            return base_env if name.startswith("baseline") else env
+
         for name in names:  # warm the bytecode caches and check that each one works
-            subprocess.run(cmds[name][0], check=True, capture_output=True, env=env)
+            subprocess.run(cmds[name][0], check=True, capture_output=True, env=env_of(name))
         for i in range(runs):
             k = i % len(names)
             for name in names[k:] + names[:k]:
                 argv = cmds[name][0]
                 r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t0 = time.perf_counter()
-                out = subprocess.run(argv, check=True, capture_output=True, text=True, env=env)
+                out = subprocess.run(
+                    argv, check=True, capture_output=True, text=True, env=env_of(name)
+                )
                 times.setdefault(name, []).append(time.perf_counter() - t0)
                 r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 used = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
@@ -193,17 +218,29 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15, help="processes per row variant")
     ap.add_argument("--json", action="store_true", help="also print one line of JSON")
+    ap.add_argument(
+        "--baseline",
+        metavar="SRC",
+        help="also time polang from this src directory (PYTHONPATH), side by side",
+    )
     args = ap.parse_args(argv)
-    res = run(args.runs)
+    res = run(args.runs, args.baseline)
     for what, med in (("wall clock", res["median_ms"]), ("CPU time", res["median_cpu_ms"])):
         print(f"whole processes, {what}, median of {args.runs} (ms)\n")
-        print(f"{'row':22} {'polang':>9} {'cedarling':>10} {'ratio':>7}")
+        base = "baseline first decision" in med
+        head = f"{'row':22} {'polang':>9} {'cedarling':>10} {'ratio':>7}"
+        print(head + (f" {'baseline':>9} {'ratio':>7}" if base else ""))
         for row in ("first decision", "import only"):
             p, c = med[f"polang {row}"], med[f"cedarling {row}"]
-            print(f"{row:22} {p:9.1f} {c:10.1f} {p / c:6.2f}x")
+            line = f"{row:22} {p:9.1f} {c:10.1f} {p / c:6.2f}x"
+            if base:
+                b = med[f"baseline {row}"]
+                line += f" {b:9.1f} {b / c:6.2f}x"
+            print(line)
         print(f"{'polang --help':22} {med['polang --help']:9.1f}")
         floor = med["python -c pass"]
         print(f"{'python -c pass':22} {floor:9.1f} {floor:10.1f}\n")
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
     print("inside the first-decision processes, wall clock, medians (ms)")
     print(f"{'':22} {'import':>8} {'build':>8} {'decide':>8}")
     for n, s in res["split_ms"].items():
