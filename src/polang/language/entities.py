@@ -699,25 +699,32 @@ def _fast_tags(tags: Any, et: Any, schema: Schema) -> dict[str, Any] | None:
 def _fast_entity(o: Any, schema: Schema) -> Entity | None:
     if type(o) is not dict or not o.keys() <= ENTITY_KEYS:
         return None
-    v = o.get("uid")  # _fast_uid, inline (twice per request)
-    if type(v) is not dict:
+    try:  # _fast_uid, inline (twice per request); a missing key gives up
+        v = o["uid"]
+        if type(v) is not dict:
+            return None
+        if len(v) == 2:
+            inner = v
+        else:
+            if len(v) != 1:
+                return None
+            inner = v["__entity"]
+            if type(inner) is not dict or len(inner) != 2:
+                return None
+        t, i = inner["type"], inner["id"]
+    except KeyError:
         return None
-    inner = v.get("__entity", v)
-    if inner is not v and (len(v) != 1 or type(inner) is not dict):
-        return None
-    if len(inner) != 2:
-        return None
-    t, i = inner.get("type"), inner.get("id")
     if type(t) is not str or type(i) is not str:
         return None
-    conv = _converters(schema).entity.get(t)  # only valid type names have one
+    convs = schema._cache.get("entity_converters")
+    conv = None if convs is None else convs.entity.get(t)  # only valid type names have one
     if conv is None:
         if not _valid_type_name(t):
             return None
         conv = _converter(schema, "entity", t)
     uid = _new_uid(EntityUID, (t, i))
     if conv is not _GENERIC:
-        return conv(o, uid)
+        return conv(o, uid)  # type: ignore[no-any-return]
     return _generic_entity(o, uid, schema)
 
 

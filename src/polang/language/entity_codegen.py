@@ -140,13 +140,17 @@ class _Writer:
         """An entity reference (``{"type", "id"}`` or ``{"__entity": ...}``) whose type
         ``op`` (``!=``: one name; ``not in``: a set) ``names``; the uid's expression."""
         inner, t, i, out = self.var("i"), self.var("t"), self.var("d"), self.var("u")
+        # {"type", "id"} exactly, or {"__entity": {"type", "id"}} (a missing key is a
+        # KeyError: the function's `except KeyError` gives up)
         self.emit(ind, f"if type({src}) is not dict: return None")
-        self.emit(ind, f"{inner} = {src}.get('__entity', {src})")
-        self.emit(ind, f"if {inner} is not {src}:")
-        self.emit(ind + 1, f"if len({src}) != 1 or type({inner}) is not dict: return None")
-        self.emit(ind, f"if len({inner}) != 2: return None")
-        self.emit(ind, f"{t} = {inner}.get('type')")
-        self.emit(ind, f"{i} = {inner}.get('id')")
+        self.emit(ind, f"if len({src}) == 2:")
+        self.emit(ind + 1, f"{inner} = {src}")
+        self.emit(ind, "else:")
+        self.emit(ind + 1, f"if len({src}) != 1: return None")
+        self.emit(ind + 1, f"{inner} = {src}['__entity']")
+        self.emit(ind + 1, f"if type({inner}) is not dict or len({inner}) != 2: return None")
+        self.emit(ind, f"{t} = {inner}['type']")
+        self.emit(ind, f"{i} = {inner}['id']")
         self.emit(
             ind,
             f"if type({t}) is not str or type({i}) is not str or {t} {op} {names}: return None",
@@ -199,12 +203,9 @@ class _Writer:
         optional = [k for k, a in attrs.items() if not a.required]
         names = {k: self.const(k, "_a") for k in attrs}
         got: dict[str, str] = {}
-        if required:
-            self.emit(ind, "try:")
-            for k in required:
-                x = got[k] = self.var("x")
-                self.emit(ind + 1, f"{x} = {src}[{names[k]}]")
-            self.emit(ind, "except KeyError: return None")
+        for k in required:  # a missing one is a KeyError: the function gives up
+            x = got[k] = self.var("x")
+            self.emit(ind, f"{x} = {src}[{names[k]}]")
         count = len(required) + (skip is not None)
         if optional:
             for k in optional:
@@ -246,7 +247,12 @@ class _Writer:
     # -- the functions -------------------------------------------------------------------
 
     def build(self, name: str, params: str) -> Callable[..., Any]:
-        src = f"def {name}({params}):\n" + "\n".join(self.lines) + "\n"
+        """The function: its lines inside ``try``; a ``KeyError`` (a key the common case
+        has, missing) gives up. Only exact dicts are subscripted: no caller code runs."""
+        body = "\n".join("    " + line for line in self.lines)
+        src = (
+            f"def {name}({params}):\n    try:\n{body}\n    except KeyError:\n        return None\n"
+        )
         code = compile(src, f"<polang converter {name}>", "exec")
         exec(code, self.ns)
         fn: Callable[..., Any] = self.ns[name]
