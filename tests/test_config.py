@@ -57,7 +57,7 @@ def test_defaults_match_the_decisions() -> None:
 
 
 def test_every_property_has_a_field_and_a_key() -> None:
-    fields = set(Config.__dataclass_fields__) - {"_explicit"}
+    fields = set(Config._fields)
     assert {p.field for p in PROPERTIES} == fields
     assert all(p.key == "ENGINE_" + p.field.upper() for p in PROPERTIES)
     assert len(list(known_keys())) == len(PROPERTIES) == 30
@@ -341,3 +341,19 @@ def test_every_property_is_documented() -> None:
     for key in known_keys():
         assert f"### `{key}`" in doc, key
         assert f"| `{key}` |" in doc, key
+
+
+def test_every_field_has_its_default_and_config_is_frozen() -> None:
+    """Config is a record class (start-up time): its defaults table must cover each field."""
+    import dataclasses
+
+    from polang.config import _DEFAULTS
+
+    assert set(_DEFAULTS) == set(Config._fields)
+    assert Config(**_DEFAULTS) == Config()
+    assert _DEFAULTS["policy_store_uri"] is None and _DEFAULTS["log_type"] == "off"
+    c = Config()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.log_type = "std_out"
+    with pytest.raises(TypeError, match="no field 'nope'"):
+        c.replace(nope=1)

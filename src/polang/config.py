@@ -14,7 +14,6 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -463,55 +462,152 @@ def _suggest(key: str) -> str:
 # ---------------------------------------------------------------- the config
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(Record):
     """Every ``ENGINE_*`` property, typed; field ``x`` is property ``ENGINE_X``.
 
     Built directly (``Config(policy_store_local_fn="store/")``) or with the ``from_*``
     constructors; either way every value is validated on construction.
     """
 
-    application_name: str = "polang"
-    policy_store_local_fn: str | None = None
-    policy_store_uri: str | None = None
-    policy_store_local: str | None = None
-    policy_store_id: str | None = None
-    policy_store_validate_checksum: bool = True
-    policy_store_refresh_interval: float = 0.0
-    strict_schema_validation: bool = True
-    jwt_sig_validation: bool = True
-    jwt_status_validation: bool = True
-    jwt_signature_algorithms_supported: tuple[str, ...] = ASYMMETRIC_ALGORITHMS
-    jwt_clock_skew: float = 0.0
-    local_jwks: str | None = None
-    jwks_refresh_interval: float | None = None
-    jwks_min_refresh_interval: float = 30.0
-    jwt_status_list_refresh_interval_max: float = 300.0
-    token_cache_capacity: int = 1000
-    token_cache_max_ttl: float = 300.0
-    http_request_timeout: float = 10.0
-    http_max_retries: int = 3
-    http_max_response_size_bytes: int = 10 * MIB
-    token_max_size: int = 64 * 1024
-    max_default_entities: int = 1000
-    max_base64_size: int = 1 * MIB
-    log_type: str = "off"
-    log_level: str = "WARN"
-    log_ttl: float = 60.0
-    log_max_items: int = 10000
-    decision_log_default_jwt_id: str = "jti"
-    datalog_backend: str = "compiled"
-    _explicit: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    __slots__ = (
+        "_explicit",
+        "application_name",
+        "datalog_backend",
+        "decision_log_default_jwt_id",
+        "http_max_response_size_bytes",
+        "http_max_retries",
+        "http_request_timeout",
+        "jwks_min_refresh_interval",
+        "jwks_refresh_interval",
+        "jwt_clock_skew",
+        "jwt_sig_validation",
+        "jwt_signature_algorithms_supported",
+        "jwt_status_list_refresh_interval_max",
+        "jwt_status_validation",
+        "local_jwks",
+        "log_level",
+        "log_max_items",
+        "log_ttl",
+        "log_type",
+        "max_base64_size",
+        "max_default_entities",
+        "policy_store_id",
+        "policy_store_local",
+        "policy_store_local_fn",
+        "policy_store_refresh_interval",
+        "policy_store_uri",
+        "policy_store_validate_checksum",
+        "strict_schema_validation",
+        "token_cache_capacity",
+        "token_cache_max_ttl",
+        "token_max_size",
+    )
+    application_name: str
+    policy_store_local_fn: str | None
+    policy_store_uri: str | None
+    policy_store_local: str | None
+    policy_store_id: str | None
+    policy_store_validate_checksum: bool
+    policy_store_refresh_interval: float
+    strict_schema_validation: bool
+    jwt_sig_validation: bool
+    jwt_status_validation: bool
+    jwt_signature_algorithms_supported: tuple[str, ...]
+    jwt_clock_skew: float
+    local_jwks: str | None
+    jwks_refresh_interval: float | None
+    jwks_min_refresh_interval: float
+    jwt_status_list_refresh_interval_max: float
+    token_cache_capacity: int
+    token_cache_max_ttl: float
+    http_request_timeout: float
+    http_max_retries: int
+    http_max_response_size_bytes: int
+    token_max_size: int
+    max_default_entities: int
+    max_base64_size: int
+    log_type: str
+    log_level: str
+    log_ttl: float
+    log_max_items: int
+    decision_log_default_jwt_id: str
+    datalog_backend: str
+    _explicit: frozenset[str]
+
+    def __init__(
+        self,
+        application_name: str = "polang",
+        policy_store_local_fn: str | None = None,
+        policy_store_uri: str | None = None,
+        policy_store_local: str | None = None,
+        policy_store_id: str | None = None,
+        policy_store_validate_checksum: bool = True,
+        policy_store_refresh_interval: float = 0.0,
+        strict_schema_validation: bool = True,
+        jwt_sig_validation: bool = True,
+        jwt_status_validation: bool = True,
+        jwt_signature_algorithms_supported: tuple[str, ...] = ASYMMETRIC_ALGORITHMS,
+        jwt_clock_skew: float = 0.0,
+        local_jwks: str | None = None,
+        jwks_refresh_interval: float | None = None,
+        jwks_min_refresh_interval: float = 30.0,
+        jwt_status_list_refresh_interval_max: float = 300.0,
+        token_cache_capacity: int = 1000,
+        token_cache_max_ttl: float = 300.0,
+        http_request_timeout: float = 10.0,
+        http_max_retries: int = 3,
+        http_max_response_size_bytes: int = 10 * MIB,
+        token_max_size: int = 64 * 1024,
+        max_default_entities: int = 1000,
+        max_base64_size: int = 1 * MIB,
+        log_type: str = "off",
+        log_level: str = "WARN",
+        log_ttl: float = 60.0,
+        log_max_items: int = 10000,
+        decision_log_default_jwt_id: str = "jti",
+        datalog_backend: str = "compiled",
+        _explicit: frozenset[str] = frozenset(),
+    ) -> None:
+        _set(self, "application_name", application_name)
+        _set(self, "policy_store_local_fn", policy_store_local_fn)
+        _set(self, "policy_store_uri", policy_store_uri)
+        _set(self, "policy_store_local", policy_store_local)
+        _set(self, "policy_store_id", policy_store_id)
+        _set(self, "policy_store_validate_checksum", policy_store_validate_checksum)
+        _set(self, "policy_store_refresh_interval", policy_store_refresh_interval)
+        _set(self, "strict_schema_validation", strict_schema_validation)
+        _set(self, "jwt_sig_validation", jwt_sig_validation)
+        _set(self, "jwt_status_validation", jwt_status_validation)
+        _set(self, "jwt_signature_algorithms_supported", jwt_signature_algorithms_supported)
+        _set(self, "jwt_clock_skew", jwt_clock_skew)
+        _set(self, "local_jwks", local_jwks)
+        _set(self, "jwks_refresh_interval", jwks_refresh_interval)
+        _set(self, "jwks_min_refresh_interval", jwks_min_refresh_interval)
+        _set(self, "jwt_status_list_refresh_interval_max", jwt_status_list_refresh_interval_max)
+        _set(self, "token_cache_capacity", token_cache_capacity)
+        _set(self, "token_cache_max_ttl", token_cache_max_ttl)
+        _set(self, "http_request_timeout", http_request_timeout)
+        _set(self, "http_max_retries", http_max_retries)
+        _set(self, "http_max_response_size_bytes", http_max_response_size_bytes)
+        _set(self, "token_max_size", token_max_size)
+        _set(self, "max_default_entities", max_default_entities)
+        _set(self, "max_base64_size", max_base64_size)
+        _set(self, "log_type", log_type)
+        _set(self, "log_level", log_level)
+        _set(self, "log_ttl", log_ttl)
+        _set(self, "log_max_items", log_max_items)
+        _set(self, "decision_log_default_jwt_id", decision_log_default_jwt_id)
+        _set(self, "datalog_backend", datalog_backend)
+        _set(self, "_explicit", _explicit)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            if f.name == "_explicit":
-                continue
-            prop = PROPERTY_BY_FIELD[f.name]
-            value = getattr(self, f.name)
-            if value is None and f.default is not None:
+        for name in self._fields:
+            prop = PROPERTY_BY_FIELD[name]
+            value = getattr(self, name)
+            if value is None and _DEFAULTS[name] is not None:
                 raise _fail(prop.key, value, prop.allowed)
-            object.__setattr__(self, f.name, prop.parse(prop.key, value))
+            _set(self, name, prop.parse(prop.key, value))
         given = [k for k in STORE_SOURCE_KEYS if getattr(self, PROPERTY_BY_KEY[k].field)]
         if len(given) > 1:
             raise ConfigError(
@@ -627,9 +723,12 @@ class Config:
 
     def replace(self, **changes: Any) -> Config:
         """A copy with some fields changed (validated like any construction)."""
-        from dataclasses import replace
-
-        return replace(self, **changes, _explicit=self._explicit | frozenset(changes))
+        unknown = changes.keys() - set(self._fields)
+        if unknown:
+            raise TypeError(f"Config has no field {sorted(unknown)[0]!r}")
+        values = {name: getattr(self, name) for name in self._fields}
+        values.update(changes)
+        return Config(**values, _explicit=self._explicit | frozenset(changes))
 
     @property
     def store_source_key(self) -> str | None:
@@ -644,6 +743,12 @@ class Config:
         from polang.store.source import PolicyStoreSource
 
         return PolicyStoreSource.from_config(self)
+
+
+_DEFAULTS: dict[str, Any] = dict(
+    zip(Config._fields, Config.__init__.__defaults__ or (), strict=False)
+)
+"""Each field's default (every field has one; ``_explicit`` comes last in the signature)."""
 
 
 def known_keys() -> Iterable[str]:
