@@ -887,3 +887,20 @@ def test_uuid7_forked_child_draws_its_own_pool() -> None:
     parent = gen()  # the same counter step in the parent, from the parent's pool
     assert child[:23] == parent[:23]  # same millisecond and counter
     assert child[24:] != parent[24:]  # but not the same random tail
+
+
+def test_uuid7_default_layout_ids_equal_the_general_formatting() -> None:
+    """With the default 42 counter bits an id is assembled from kept text (millisecond,
+    counter's high bits) and hex digits; it must be the id the general layout gives for
+    the same (ms, counter, tail), across counter carries past 16 bits and new
+    milliseconds."""
+    ms = iter([9] * 70_000 + list(range(10, 400)))
+    gen = UUIDv7Generator(clock_ms=lambda: next(ms))
+    last = ""
+    for _ in range(70_000 + 380):
+        s = gen()
+        expected = gen._suffix(gen._new_prefix(gen._last_ms), gen._counter, int(s[-8:], 16))
+        assert s == expected and s > last
+        last = s
+    batch = gen.many(5)
+    assert batch == sorted(batch) and batch[0] > last

@@ -152,6 +152,12 @@ class UUIDv7Generator:
         # the id's first 14 characters (the millisecond's), kept while the millisecond lasts
         self._prefix_ms = -1
         self._prefix = ""
+        # with the default 42 counter bits, the counter's low 16 bits and the 32-bit random
+        # tail are whole hex digits: an id is its first 24 characters (kept while the
+        # millisecond and the counter's high bits last), 4 digits of counter and 8 random
+        self._hex_tail = counter_bits == 42
+        self._head_key: tuple[int, int] = (-1, -1)
+        self._head = ""
 
     _POOL_BYTES: Final = 4096
 
@@ -174,6 +180,9 @@ class UUIDv7Generator:
     def __call__(self) -> str:
         clock = self._clock_ms
         now = time.time_ns() // 1_000_000 if clock is None else int(clock())
+        if self._hex_tail:
+            with self._lock:
+                return self._next_hex(now)
         with self._lock:
             counter = self._counter + 1
             if now > self._last_ms or counter >> self._counter_bits:
@@ -201,6 +210,15 @@ class UUIDv7Generator:
             return [self() for _ in range(n)]
         clock = self._clock_ms
         now = time.time_ns() // 1_000_000 if clock is None else int(clock())
+        if self._hex_tail:
+            with self._lock:
+                if self._pool_pos + 4 * n > len(self._pool) or self._pool_fork != _FORKS[0]:
+                    # one fresh draw for the batch's tails (and a few counter seeds)
+                    self._pool = self._random_bytes(max(4 * n + 64, self._POOL_BYTES))
+                    self._pool_fork = _FORKS[0]
+                    self._pool_pos = 0
+                next_hex = self._next_hex
+                return [next_hex(now) for _ in range(n)]
         size, mask = self._tail_bytes, self._tail_mask
         parts: list[tuple[str, int, int]] = []
         with self._lock:
@@ -225,6 +243,33 @@ class UUIDv7Generator:
             if self._counter >> self._counter_bits:
                 self._last_ms += 1
                 self._counter = self._random_int(self._counter_bits - 1)
+
+    def _next_hex(self, now: int) -> str:
+        """The next id with 42 counter bits (``_hex_tail``); the caller holds the lock."""
+        counter = self._counter + 1
+        if now > self._last_ms or counter >> 42:
+            self._advance(now)  # a new millisecond, or the counter's overflow
+            counter = self._counter
+        else:
+            self._counter = counter
+        key = (self._last_ms, counter >> 16)
+        head = self._head if key == self._head_key else self._new_head(key)
+        pos = self._pool_pos
+        if pos + 4 > len(self._pool) or self._pool_fork != _FORKS[0]:
+            tail = self._draw(4).hex()
+        else:
+            self._pool_pos = pos + 4
+            tail = self._pool[pos : pos + 4].hex()
+        return f"{head}{counter & 0xFFFF:04x}{tail}"
+
+    def _new_head(self, key: tuple[int, int]) -> str:
+        """The first 24 characters of the ids of a millisecond and the counter's high 26
+        bits: version 7, the counter's top 12 bits (rand_a), the variant and its next 14."""
+        ms, high = key
+        prefix = self._prefix if ms == self._prefix_ms else self._new_prefix(ms)
+        self._head = head = f"{prefix}7{high >> 14:03x}-{0x8000 | (high & 0x3FFF):04x}-"
+        self._head_key = key
+        return head
 
     def _new_prefix(self, ms: int) -> str:
         """The id's text up to its version digit: the 48-bit millisecond, hyphenated. The

@@ -724,7 +724,7 @@ def _fast_entity(o: Any, schema: Schema) -> Entity | None:
         conv = _converter(schema, "entity", t)
     uid = _new_uid(EntityUID, (t, i))
     if conv is not _GENERIC:
-        return conv(o, uid)  # type: ignore[no-any-return]
+        return conv(o, uid)
     return _generic_entity(o, uid, schema)
 
 
