@@ -267,3 +267,16 @@ def test_digest_follows_content(make_store: MakeStore) -> None:
     b = PolicyStoreSource.directory(make_store()).load()
     c = PolicyStoreSource.directory(make_store({"policies/x.polang": "// nothing\n"})).load()
     assert a.digest == b.digest != c.digest
+
+
+def test_store_digest_is_sha256_whichever_implementation_computes_it() -> None:
+    """store_digest takes SHA-256 from CPython's own module when there is one (start-up
+    time: hashlib loads OpenSSL); the digest is hashlib's all the same."""
+    import hashlib
+
+    from polang.store import layout
+
+    files = {"b.polang": b"permit (principal, action, resource);", "a.json": b"{}"}
+    inner = b"".join(n.encode() + b"\0" + hashlib.sha256(files[n]).digest() for n in sorted(files))
+    assert layout.store_digest(files) == hashlib.sha256(inner).hexdigest()
+    assert layout._sha256()(b"x").hexdigest() == hashlib.sha256(b"x").hexdigest()

@@ -8,10 +8,11 @@ starts with ``.``, and ``__MACOSX/``, are tooling noise and are ignored everywhe
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -194,15 +195,29 @@ def read_directory(root: Path, *, problems: Problems) -> tuple[dict[str, bytes],
     return files, dirs
 
 
+def _sha256() -> Callable[..., Any]:
+    """SHA-256 from CPython's own module when there is one (``_sha2``, 3.12+; ``_sha256``
+    before), else from hashlib: every store load computes its digest, and hashlib loads
+    OpenSSL (3-7 ms of a cold start). The same digest either way (tests compare)."""
+    for name in ("_sha2", "_sha256"):
+        try:
+            sha256: Callable[..., Any] = importlib.import_module(name).sha256
+        except (ImportError, AttributeError):
+            continue
+        return sha256
+    import hashlib
+
+    return hashlib.sha256
+
+
 def store_digest(files: Mapping[str, bytes]) -> str:
     """One SHA-256 over every file's path and content (manifest excluded)."""
-    import hashlib  # on first use: hashlib loads OpenSSL (start-up time)
-
-    h = hashlib.sha256()
+    sha256 = _sha256()
+    h = sha256()
     for name in sorted(files):
         if name == MANIFEST:
             continue
-        h.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+        h.update(name.encode() + b"\0" + sha256(files[name]).digest())
     return h.hexdigest()
 
 
