@@ -262,3 +262,107 @@ def test_unknown_context_is_conditional(
         assert any(e.decision == "conditional" and e.residuals for e in got.entries)
     finally:
         eng.close()
+
+
+# ---------------------------------------------------------------------------- shapes
+
+
+SHAPES_SCHEMA = """
+entity Group in [Group];
+entity User in [Group] { level: Long, dept: String };
+entity Doc in [Group] { level: Long };
+action view appliesTo { principal: [User], resource: [Doc] };
+"""
+
+SHAPES_POLICIES = """
+@id("r1") permit(principal in Group::"a", action, resource in Group::"x");
+@id("r2") permit(principal in Group::"b", action, resource in Group::"x");
+@id("r3") permit(principal in Group::"a", action, resource in Group::"y");
+@id("l1") permit(principal, action, resource)
+  when { principal.level >= 3 && principal.dept == "eng" };
+@id("l2") permit(principal, action, resource)
+  when { principal.level >= 5 && principal.dept == "ops" };
+@id("o1") permit(principal, action, resource) when { principal.level == resource.level };
+@id("o2") permit(principal, action, resource) when { principal.level == resource.level };
+@id("f1") forbid(principal in Group::"a", action, resource in Group::"y")
+  unless { principal.level > 8 };
+@id("f2") forbid(principal in Group::"b", action, resource in Group::"y")
+  unless { principal.level > 7 };
+"""
+
+
+def _shapes_store() -> tuple[Any, Authorizer, EntityFacts]:
+    schema = parse_schema(SHAPES_SCHEMA)
+    ents = [{"uid": {"type": "Group", "id": g}, "attrs": {}, "parents": []} for g in "abxy"]
+    rng = random.Random(5)
+    for i in range(30):
+        ents.append(
+            {
+                "uid": {"type": "User", "id": f"u{i}"},
+                "attrs": {"level": rng.randrange(10), "dept": rng.choice(["eng", "ops"])},
+                "parents": [{"type": "Group", "id": g} for g in rng.sample("ab", rng.randrange(3))],
+            }
+        )
+        ents.append(
+            {
+                "uid": {"type": "Doc", "id": f"d{i}"},
+                "attrs": {"level": rng.randrange(10)},
+                "parents": [{"type": "Group", "id": g} for g in rng.sample("xy", rng.randrange(3))],
+            }
+        )
+    facts = EntityFacts(parse_entities(json.dumps(ents), schema))
+    return schema, Authorizer(parse_policies(SHAPES_POLICIES)), facts
+
+
+def test_policies_differing_in_constants_share_one_branch() -> None:
+    """Policies whose rows differ only in constants (scope groups, literals) are one SELECT
+    over a VALUES table of those constants; the rows and reasons stay the in-process ones."""
+    from polang.datalog.sql.plan import SURE_FORBID, SURE_PERMIT, merge_shapes
+
+    schema, auth, facts = _shapes_store()
+    ctx = RecordValue()
+    eng = DuckDBEngine(auth.program, facts, schema)
+    try:
+        aq = eng._action_query(EntityUID("Action", "view"), ctx)
+        planner = eng.planner
+        for kind, n_parts, with_pid, without_pid in (
+            (SURE_PERMIT, 7, 3, 3),  # roles, levels, owner-like copies
+            (SURE_FORBID, 2, 1, 1),
+        ):
+            parts = [p for p in aq.parts if p.kind == kind]
+            assert len(parts) == n_parts
+            for pid, n in ((True, with_pid), (False, without_pid)):
+                shapes = merge_shapes(
+                    [(planner.rows_select(p), p.policy) for p in parts], "duckdb", pid=pid
+                )
+                assert len(shapes) == n, [s.sql() for s in shapes]
+        roles = merge_shapes(
+            [(planner.rows_select(p), p.policy) for p in aq.parts[:3]], "duckdb", pid=True
+        )
+        (role,) = roles
+        text = role.sql(dialect="duckdb")
+        assert "VALUES" in text and text.count("polang_anc") == 2, text
+        # the two identical conditions: without reasons one select and no VALUES table
+        same = [p for p in aq.parts if planner.policies[p.policy].policy_id in ("o1", "o2")]
+        (one,) = merge_shapes(
+            [(planner.rows_select(p), p.policy) for p in same], "duckdb", pid=False
+        )
+        assert "VALUES" not in one.sql(dialect="duckdb")
+        for reasons in (True, False):
+            got = eng.access_matrix(ctx, reasons=reasons)
+            want = access_matrix(auth, facts, ctx, schema=schema)
+            if reasons:
+                assert_same(want, got, "shapes")
+            else:
+                assert [e.triple for e in got.entries] == [e.triple for e in want.iter_entries()]
+        for i in (0, 7, 19):
+            d = EntityUID("Doc", f"d{i}")
+            got = eng.who_can(EntityUID("Action", "view"), d, ctx, reasons=True)
+            assert_same(
+                who_can(auth, facts, EntityUID("Action", "view"), d, ctx, schema=schema), got, "who"
+            )
+            u = EntityUID("User", f"u{i}")
+            got = eng.what_can(u, None, ctx, reasons=True)
+            assert_same(what_can(auth, facts, u, None, ctx, schema=schema), got, "what")
+    finally:
+        eng.close()

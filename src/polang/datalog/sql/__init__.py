@@ -203,7 +203,7 @@ def program_to_sql(
                 f"-- policy {f.policy_id} ({f.principal_type}, {f.resource_type}) is "
                 f"{f.how}: {f.reason}"
             )
-        dq = decision_query(aq, planner.fn)
+        dq = decision_query(aq, planner)
         out.append(dq.sql(dialect=dialect, pretty=True) + ";" if dq is not None else "-- none")
     return "\n".join(out) + "\n"
 

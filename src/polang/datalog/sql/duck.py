@@ -132,8 +132,8 @@ class DuckRunner:
         cols = {
             "principal_type": types.take(p),
             "principal_id": ids.take(p),
-            "action_type": pa.array([action.type] * n, pa.string()),
-            "action_id": pa.array([action.id] * n, pa.string()),
+            "action_type": pa.repeat(pa.scalar(action.type, pa.string()), n),
+            "action_id": pa.repeat(pa.scalar(action.id, pa.string()), n),
             "resource_type": types.take(r),
             "resource_id": ids.take(r),
             "decision": batch.column("decision"),

@@ -115,6 +115,16 @@ class Job:
 _FILTER = "__polang_filter__"
 
 
+def _lift_with(q: exp.Select) -> tuple[exp.Select, exp.With | None]:
+    """A query without its WITH clause, and the clause (to put on the outermost query:
+    Spark reads a WITH at the top only)."""
+    w = q.args.get("with_")
+    if w is None:
+        return q, None
+    q.set("with_", None)  # the query is built for this call: no copy needed
+    return q, w
+
+
 class Runner(Protocol):
     """What a backend offers the driver."""
 
@@ -209,14 +219,17 @@ class SqlEngine:
         decoded: bool = True,
     ) -> str | None:
         """An action's rows as SQL: with uids as strings (``decoded``), else as ``eid``s."""
-        dq = decision_query(aq, self.planner.fn, where=where, reasons=reasons)
+        dq = decision_query(aq, self.planner, where=where, reasons=reasons)
         if dq is None:
             return None
+        dq, with_ = _lift_with(dq)
         if decoded:
             q = self._decoded(dq, aq.action, reasons)
         else:
             q = exp.select(exp.Star()).from_(alias(exp.Subquery(this=dq), "d"), copy=False)
             q = q.order_by(col("r", "d"), col("p", "d"), copy=False)
+        if with_ is not None:
+            q.set("with_", with_)
         return q.sql(dialect=self.runner.dialect)
 
     def _templates(self, aq: ActionQuery, reasons: bool) -> tuple[str, str] | None:
@@ -226,16 +239,19 @@ class SqlEngine:
         got = self._tmpl.get(key)
         if got is not None and got[0] is aq:
             return got[1]
-        dq = decision_query(aq, self.planner.fn, where=exp.column(_FILTER), reasons=reasons)
+        dq = decision_query(aq, self.planner, where=exp.column(_FILTER), reasons=reasons)
         if dq is None:
             texts = None
         else:
             d = self.runner.dialect
+            dq, with_ = _lift_with(dq)
             ints = exp.select(exp.Star()).from_(alias(exp.Subquery(this=dq), "d"), copy=False)
             ints = ints.order_by(col("r", "d"), col("p", "d"), copy=False)
-            text = ints.sql(dialect=d)
-            decoded = self._decoded(ints.args["from_"].this.this, aq.action, reasons).sql(dialect=d)
-            texts = (text, decoded)
+            decoded = self._decoded(dq, aq.action, reasons)
+            if with_ is not None:
+                ints.set("with_", with_)
+                decoded.set("with_", with_.copy())
+            texts = (ints.sql(dialect=d), decoded.sql(dialect=d))
         self._tmpl[key] = (aq, texts)
         return texts
 
@@ -356,7 +372,7 @@ class SqlEngine:
         jobs: list[tuple[ActionQuery, list[exp.Expression | None]]] = []
         for a in actions if actions is not None else self.population.actions:
             aq = self._action_query(a, ctx)
-            if not aq.branches:
+            if not aq.parts:
                 jobs.append((aq, []))
                 continue
             n_p = max(1, self._count_of(aq.principal_types))
@@ -401,8 +417,7 @@ class SqlEngine:
         """Every principal allowed ``action`` on ``resource``, in order."""
         ctx = self._context(context)
         rid = self._stored(resource, "the resource")
-        fixed = {"r": (resource, self._ancestors(resource))}
-        aq = self._action_query(action, ctx, resource_types=[resource.type], fixed=fixed)
+        aq = self._action_query(action, ctx, resource_types=[resource.type])
         where = exp.EQ(this=col("r", "x"), expression=num(rid))
         return self._run("who_can", [(aq, [where])], output, format, reasons)
 
@@ -419,7 +434,6 @@ class SqlEngine:
         """Every (action, resource) ``principal`` is allowed, by action then resource."""
         ctx = self._context(context)
         pid = self._stored(principal, "the principal")
-        anc = self._ancestors(principal)
         schema = self.population.schema
         jobs: list[tuple[ActionQuery, list[exp.Expression | None]]] = []
         for a in [action] if action is not None else self.population.actions:
@@ -427,8 +441,7 @@ class SqlEngine:
                 ad = schema.action(a)
                 if ad is None or not ad.applies_to or principal.type not in ad.principal_types:
                     continue
-            fixed = {"p": (principal, anc)}
-            aq = self._action_query(a, ctx, principal_types=[principal.type], fixed=fixed)
+            aq = self._action_query(a, ctx, principal_types=[principal.type])
             jobs.append((aq, [exp.EQ(this=col("p", "x"), expression=num(pid))]))
         return self._run("what_can", jobs, output, format, reasons)
 

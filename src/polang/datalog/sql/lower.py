@@ -850,8 +850,13 @@ def _anc_in(
     return exp.Exists(this=sub.where(land(cond, hit), copy=False))
 
 
-def _anc_in_const(lhs: exp.Expression, targets: list[exp.Expression]) -> exp.Expression:
-    """``lhs in E`` / ``lhs in [E1, E2]`` with constant targets: a semi-join."""
+def _anc_in_const(lhs: exp.Expression, targets: list[exp.Expression], fn: Funcs) -> exp.Expression:
+    """``lhs in E`` / ``lhs in [E1, E2]`` with constant targets: a semi-join. On DuckDB
+    one target is an ``EXISTS`` correlated on both columns of the closure, so that when
+    policies of one shape put their targets in a constants table the subquery is
+    decorrelated on the (row, target) pairs, not on every member of every target."""
+    if fn.duck and len(targets) == 1:
+        return _anc_in(lhs, targets[0], many=False, fn=fn)
     sub = exp.select(col("eid", "h")).from_(alias(exp.to_table(ANC), "h"), copy=False)
     if len(targets) == 1:
         sub = sub.where(exp.EQ(this=col("aeid", "h"), expression=targets[0]), copy=False)
@@ -870,7 +875,7 @@ def op_in(b: Branch, vs: list[V], _c: tuple[Any, ...]) -> V:
     if ks == "entity":
         ok = _ok(xa, s) if s.kind != "const" else lnot(xa.err)
         if s.kind == "const":
-            hit = _anc_in_const(xa.x, [b.layout.eid(s.value)])
+            hit = _anc_in_const(xa.x, [b.layout.eid(s.value)], b.fn)
         else:
             xs = _typed(b, s)
             assert xs.x is not None
@@ -884,7 +889,7 @@ def op_in(b: Branch, vs: list[V], _c: tuple[Any, ...]) -> V:
             ok = lnot(xa.err)
             if not elems:
                 return _boolv(FALSE, ok, a)
-            hit = _anc_in_const(xa.x, [b.layout.eid(e) for e in elems])
+            hit = _anc_in_const(xa.x, [b.layout.eid(e) for e in elems], b.fn)
             return _boolv(land(ok, hit), land(ok, lnot(hit.copy())), a, s)
         xs = _typed(b, s)
         assert xs.ty is not None and xs.x is not None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from sqlglot import exp
 
@@ -100,11 +100,27 @@ class Population:
 
 
 @dataclass(slots=True)
+class Part:
+    """One policy lowered for one branch (action, principal type, resource type), kept as
+    the pieces a query assembles: the scope's ``in`` tests with one target as joins on the
+    closure (``anc``: side and target eid), the rest of the scope and ``T[condition]``
+    (``where``), and the entities read through attributes (``lowered.join_defs``)."""
+
+    policy: int
+    kind: int
+    tp: str
+    tr: str
+    lowered: Branch
+    anc: list[tuple[str, exp.Expression]]
+    where: exp.Expression
+
+
+@dataclass(slots=True)
 class ActionQuery:
-    """The query of one action: the branches and what fell back."""
+    """The query of one action: the lowered policies (``parts``) and what fell back."""
 
     action: EntityUID
-    branches: list[exp.Select]
+    parts: list[Part]
     fallbacks: list[Fallback] = field(default_factory=list)
     resource_types: list[str] = field(default_factory=list)
     principal_types: list[str] = field(default_factory=list)
@@ -112,6 +128,11 @@ class ActionQuery:
     @property
     def has_maybe(self) -> bool:
         return any(f.how == "conditional" for f in self.fallbacks)
+
+    @property
+    def branches(self) -> list[Part]:
+        """The parts (a policy per branch); empty when no policy can apply."""
+        return self.parts
 
 
 class Planner:
@@ -156,8 +177,11 @@ class Planner:
         side: str,
         etype: str,
         fixed: tuple[EntityUID, frozenset[EntityUID]] | None = None,
-    ) -> exp.Expression | None:
-        """The scope tests on one side as SQL; None when they can never hold for ``etype``.
+    ) -> tuple[exp.Expression, list[exp.Expression]] | None:
+        """The scope tests on one side as SQL: a condition and the targets of its ``in``
+        tests with one target (each a join on the closure, which holds one row per
+        (entity, ancestor), so the join adds no duplicate); None when the tests can
+        never hold for ``etype``.
 
         ``fixed``: the side is one stored entity with these ancestors (who_can's resource,
         what_can's principal): its tests are decided here, so the query only carries the
@@ -175,8 +199,9 @@ class Planner:
                     ok = uid in arg or not anc.isdisjoint(arg)
                 if not ok:
                     return None
-            return exp.true()
+            return exp.true(), []
         conds: list[exp.Expression] = []
+        joins: list[exp.Expression] = []
         eid = col("eid", side)
         for op, arg in tests:
             if op == "eq":
@@ -190,15 +215,14 @@ class Planner:
                 targets = [arg] if op == "scope_in" else sorted(arg)
                 if not targets:
                     return None
-                sub = exp.select(col("eid", "h")).from_(alias(exp.to_table(ANC), "h"), copy=False)
                 ids = [self.pop.layout.eid(t) for t in targets]
-                sub = sub.where(
-                    exp.EQ(this=col("aeid", "h"), expression=ids[0])
-                    if len(ids) == 1
-                    else exp.In(this=col("aeid", "h"), expressions=ids)
-                )
+                if len(ids) == 1:
+                    joins.append(ids[0])
+                    continue
+                sub = exp.select(col("eid", "h")).from_(alias(exp.to_table(ANC), "h"), copy=False)
+                sub = sub.where(exp.In(this=col("aeid", "h"), expressions=ids))
                 conds.append(exp.In(this=eid.copy(), query=exp.Subquery(this=sub)))
-        return land(*conds)
+        return land(*conds), joins
 
     # -- one action ----------------------------------------------------------------------------
 
@@ -218,12 +242,12 @@ class Planner:
             self.pop.types_for("resource", action) if resource_types is None else resource_types
         )
         aq = ActionQuery(action, [], resource_types=rtypes, principal_types=ptypes)
+        fx = fixed or {}
         for pol in self.policies:
             if not self._action_ok(pol, action):
                 continue
             forbid = pol.effect == "forbid"
             for tp in ptypes:
-                fx = fixed or {}
                 ps = self._scope_sql(pol.tests["principal"], "p", tp, fx.get("p"))
                 if ps is None:
                     continue
@@ -231,9 +255,12 @@ class Planner:
                     rs = self._scope_sql(pol.tests["resource"], "r", tr, fx.get("r"))
                     if rs is None:
                         continue
-                    sel = self._branch(pol, action, tp, tr, context, land(ps, rs), forbid, aq)
-                    if sel is not None:
-                        aq.branches.append(sel)
+                    anc = [("p", t) for t in ps[1]] + [("r", t) for t in rs[1]]
+                    part = self._branch(
+                        pol, action, tp, tr, context, land(ps[0], rs[0]), anc, forbid, aq
+                    )
+                    if part is not None:
+                        aq.parts.append(part)
         return aq
 
     def _branch(
@@ -244,9 +271,10 @@ class Planner:
         tr: str,
         context: RecordValue | None,
         scope: exp.Expression,
+        anc: list[tuple[str, exp.Expression]],
         forbid: bool,
         aq: ActionQuery,
-    ) -> exp.Select | None:
+    ) -> Part | None:
         b = Branch(
             self.groups,
             self.pop.layout,
@@ -293,14 +321,18 @@ class Planner:
         where = land(scope, t)
         if is_false(where):
             return None
-        return self._select(b, tp, tr, where, kind, pol.index)
+        return Part(pol.index, kind, tp, tr, b, anc, where)
 
-    def _select(
-        self, b: Branch, tp: str, tr: str, where: exp.Expression, kind: int, pidx: int
+    def rows_select(
+        self, part: Part, *, candidates: str | None = None, kind: bool = False
     ) -> exp.Select:
+        """The rows ``(r, p)`` of one part: over every pair of its two types, or (with
+        ``candidates``, a table of ``(r, p)``) over those pairs only. ``kind`` adds the
+        column ``k`` (the old aggregation's tag). No ``pid``: :func:`merge_shapes` adds it."""
+        b = part.lowered
         tables = self.pop.layout.tables
         sides: dict[str, exp.Expression] = {}
-        for side, etype in (("p", tp), ("r", tr)):
+        for side, etype in (("p", part.tp), ("r", part.tr)):
             base = tables[etype].table
             joins = [(ja, d) for ja, d in b.join_defs.items() if d[0] == side]
             if not joins:
@@ -318,16 +350,39 @@ class Planner:
                     copy=False,
                 )
             sides[side] = alias(exp.Subquery(this=sub), side)
-        sel = (
-            exp.select(
-                alias(col("eid", "r"), "r"),
-                alias(col("eid", "p"), "p"),
-                alias(num(kind), "k"),
-                alias(num(pidx), "pid"),
+        if candidates is None:
+            sel = (
+                exp.select(alias(col("eid", "r"), "r"), alias(col("eid", "p"), "p"))
+                .from_(sides["p"], copy=False)
+                .join(sides["r"], join_type="cross", copy=False)
             )
-            .from_(sides["p"], copy=False)
-            .join(sides["r"], join_type="cross", copy=False)
-        )
+        else:
+            sel = (
+                exp.select(alias(col("r", "x"), "r"), alias(col("p", "x"), "p"))
+                .from_(alias(exp.to_table(candidates), "x"), copy=False)
+                .join(
+                    sides["p"],
+                    on=exp.EQ(this=col("eid", "p"), expression=col("p", "x")),
+                    copy=False,
+                )
+                .join(
+                    sides["r"],
+                    on=exp.EQ(this=col("eid", "r"), expression=col("r", "x")),
+                    copy=False,
+                )
+            )
+        if kind:
+            sel = sel.select(alias(num(part.kind), "k"), append=True, copy=False)
+        for i, (side, target) in enumerate(part.anc):
+            s = f"s{i}"
+            sel = sel.join(
+                alias(exp.to_table(ANC), s),
+                on=land(
+                    exp.EQ(this=col("eid", s), expression=col("eid", side)),
+                    exp.EQ(this=col("aeid", s), expression=target.copy()),
+                ),
+                copy=False,
+            )
         for ja, (place, table, on) in b.join_defs.items():
             if place == "top":
                 sel = sel.join(
@@ -336,7 +391,7 @@ class Planner:
                     join_type="left",
                     copy=False,
                 )
-        return sel.where(where, copy=False)
+        return sel.where(part.where.copy(), copy=False)
 
 
 def _inner(e: exp.Expression, side: str) -> exp.Expression:
@@ -355,25 +410,222 @@ def _inner(e: exp.Expression, side: str) -> exp.Expression:
     return e.copy().transform(tr)
 
 
+# ======================================================================== shapes
+
+CONSTS = "c"
+"""The alias of a shape's constants table (``VALUES``): ``pid`` and the varying constants."""
+
+
+def _parameter(node: exp.Literal, spark: bool) -> bool:
+    """Whether a literal may become a column of the constants table: not a LIKE pattern or
+    its escape, not a range bound of checked arithmetic, not an element of an ``IN``
+    list (its length is part of the shape); on Spark not inside a subquery (a correlated
+    subquery under ``NOT``/``OR`` is not supported there)."""
+    p = node.parent
+    while p is not None:
+        if isinstance(p, (exp.Escape, exp.Like, exp.Between, exp.DataType)):
+            return False
+        if isinstance(p, exp.In) and p.args.get("expressions"):
+            return False
+        if spark and isinstance(p, (exp.Subquery, exp.Exists)):
+            return False
+        p = p.parent
+    return True
+
+
+def _lit_key(node: exp.Literal) -> tuple[bool, str]:
+    return (bool(node.is_string), str(node.this))
+
+
+def _restorer(
+    names: dict[str, int], vary: set[int], vals: list[tuple[bool, str]]
+) -> Callable[[exp.Expression], exp.Expression]:
+    """Puts the constants that do not vary within a shape back as literals; the others
+    become the constants table's columns ``c.k<i>``."""
+
+    def restore(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and node.table == CONSTS and node.name in names:
+            i = names[node.name]
+            if i not in vary:
+                is_str, text = vals[i]
+                return exp.Literal(this=text, is_string=is_str)
+            return col(f"k{i}", CONSTS)
+        return node
+
+    return restore
+
+
+def merge_shapes(
+    selects: list[tuple[exp.Select, int]], dialect: str, *, pid: bool
+) -> list[exp.Select]:
+    """Selects that differ only in constants, merged into one joined with a ``VALUES``
+    table of those constants (one row per policy: ``pid`` and the constants that vary).
+
+    ``selects``: each a part's rows and its policy index. With ``pid`` the rows carry the
+    policy index (for reasons); without, constant rows that coincide are kept once, so
+    policies of one shape with the same constants give each row once."""
+    spark = dialect == "spark"
+    groups: dict[str, list[tuple[exp.Select, list[tuple[bool, str]], int]]] = {}
+    for sel, pidx in selects:  # each select becomes its template (columns for constants)
+        vals: list[tuple[bool, str]] = []
+        for lit in list(sel.find_all(exp.Literal)):
+            if not _parameter(lit, spark):
+                continue
+            i = len(vals)
+            vals.append(_lit_key(lit))
+            lit.replace(exp.column(f"k{i}{'s' if lit.is_string else 'n'}", table=CONSTS))
+        # the key's text: DuckDB's generator leaves the tree as it is (no copy needed)
+        key = sel.sql(dialect=dialect, copy=spark)
+        groups.setdefault(key, []).append((sel, vals, pidx))
+    out: list[exp.Select] = []
+    for members in groups.values():
+        tmpl, vals0, pidx0 = members[0]
+        varying = [i for i in range(len(vals0)) if len({m[1][i] for m in members}) > 1]
+        rows: list[tuple[Any, ...]] = []
+        seen: set[tuple[Any, ...]] = set()
+        for _t, vals, pidx in members:
+            row = ((pidx,) if pid else ()) + tuple(vals[i] for i in varying)
+            if row not in seen:
+                seen.add(row)
+                rows.append(row)
+        names = {f"k{i}s" if vals0[i][0] else f"k{i}n": i for i in range(len(vals0))}
+        vary = set(varying) if len(rows) > 1 else set()
+        sel = cast(exp.Select, tmpl.transform(_restorer(names, vary, vals0), copy=False))
+        if len(rows) == 1:  # one policy, or copies of one: its own select, constants inline
+            if pid:
+                sel = sel.select(alias(num(pidx0), "pid"), append=True, copy=False)
+            out.append(sel)
+            continue
+        columns = (["pid"] if pid else []) + [f"k{i}" for i in varying]
+        tuples = [
+            exp.Tuple(
+                expressions=[
+                    num(v) if isinstance(v, int) else exp.Literal(this=v[1], is_string=v[0])
+                    for v in row
+                ]
+            )
+            for row in rows
+        ]
+        values = exp.Values(
+            expressions=tuples,
+            alias=exp.TableAlias(
+                this=exp.to_identifier(CONSTS), columns=[exp.to_identifier(c) for c in columns]
+            ),
+        )
+        first = sel.args["from_"].this
+        sel.set("from_", exp.From(this=values))
+        sel.set("joins", [exp.Join(this=first, kind="CROSS"), *(sel.args.get("joins") or [])])
+        if pid:
+            sel = sel.select(alias(col("pid", CONSTS), "pid"), append=True, copy=False)
+        out.append(sel)
+    return out
+
+
+def _union(selects: list[exp.Select]) -> exp.Expression:
+    union: exp.Expression = selects[0]
+    for b in selects[1:]:
+        union = exp.Union(this=union, expression=b, distinct=False)
+    return union
+
+
 # ======================================================================== the decision
+
+PERMITTED = "polang_permitted"
+"""The CTE of one action's permitted pairs (in the batch), which the forbids are
+evaluated on."""
 
 
 def decision_query(
     aq: ActionQuery,
-    fn: Funcs,
+    planner: Planner,
     *,
     where: exp.Expression | None = None,
     reasons: bool = False,
 ) -> exp.Select | None:
-    """``rules/decision.dl`` over the branches' rows, one row per (r, p) allowed or
+    """``rules/decision.dl`` over the parts' rows, one row per (r, p) allowed or
     conditional: columns ``r``, ``p``, ``decision`` and, with ``reasons``, ``reasons`` and
-    ``residuals`` (lists of policy indexes)."""
-    if not aq.branches:
+    ``residuals`` (lists of policy indexes). ``where`` filters the candidate rows
+    (columns ``x.r``, ``x.p``).
+
+    Without conditional policies: the permits' rows, merged into shapes, are grouped by
+    the integer pair (each allowed pair once, with its permits as reasons); the forbids,
+    merged likewise, are evaluated on those pairs only and anti-joined."""
+    fn = planner.fn
+    if aq.has_maybe:
+        return _tagged_decision(aq, planner, where=where, reasons=reasons)
+    dialect = "duckdb" if fn.duck else "spark"
+    permits = [p for p in aq.parts if p.kind == SURE_PERMIT]
+    forbids = [p for p in aq.parts if p.kind == SURE_FORBID]
+    if not permits:
         return None
-    union: exp.Expression = aq.branches[0]
-    for b in aq.branches[1:]:
-        union = exp.Union(this=union, expression=b, distinct=False)
-    rows = alias(exp.Subquery(this=union), "x")
+    shapes = merge_shapes(
+        [(planner.rows_select(p), p.policy) for p in permits], dialect, pid=reasons
+    )
+    rows = alias(exp.Subquery(this=_union(shapes)), "x")
+    perm = exp.select(alias(col("r", "x"), "r"), alias(col("p", "x"), "p")).from_(rows, copy=False)
+    if reasons:
+        lst = "list" if fn.duck else "collect_list"
+        perm = perm.select(
+            alias(exp.Anonymous(this=lst, expressions=[col("pid", "x")]), "reasons"),
+            append=True,
+            copy=False,
+        )
+    if where is not None:
+        perm = perm.where(where, copy=False)
+    perm = perm.group_by(col("r", "x"), col("p", "x"), copy=False)
+    out_cols: list[exp.Expression] = [
+        alias(col("r", "d"), "r"),
+        alias(col("p", "d"), "p"),
+        alias(exp.Literal.string("allow"), "decision"),
+    ]
+    if reasons:
+        out_cols.append(alias(col("reasons", "d"), "reasons"))
+        none = exp.cast(exp.Null(), exp.DataType.build("ARRAY<INT>", dialect="spark"))
+        out_cols.append(alias(none, "residuals"))
+    if not forbids:
+        return exp.select(*out_cols).from_(alias(exp.Subquery(this=perm), "d"), copy=False)
+    fshapes = merge_shapes(
+        [(planner.rows_select(p, candidates=PERMITTED), p.policy) for p in forbids],
+        dialect,
+        pid=False,
+    )
+    hit = (
+        exp.select("1")
+        .from_(alias(exp.Subquery(this=_union(fshapes)), "f"), copy=False)
+        .where(
+            land(
+                exp.EQ(this=col("r", "f"), expression=col("r", "d")),
+                exp.EQ(this=col("p", "f"), expression=col("p", "d")),
+            ),
+            copy=False,
+        )
+    )
+    sel = (
+        exp.select(*out_cols)
+        .from_(alias(exp.to_table(PERMITTED), "d"), copy=False)
+        .where(exp.not_(exp.Exists(this=hit)), copy=False)
+    )
+    cte = exp.CTE(this=perm, alias=exp.TableAlias(this=exp.to_identifier(PERMITTED)))
+    sel.set("with_", exp.With(expressions=[cte]))
+    return sel
+
+
+def _tagged_decision(
+    aq: ActionQuery,
+    planner: Planner,
+    *,
+    where: exp.Expression | None,
+    reasons: bool,
+) -> exp.Select | None:
+    """The decision with conditional policies: one aggregation over every part's rows
+    tagged with their kind (sure/maybe permit/forbid), grouped by (r, p)."""
+    if not aq.parts:
+        return None
+    selects = []
+    for part in aq.parts:
+        sel = planner.rows_select(part, kind=True)
+        selects.append(sel.select(alias(num(part.policy), "pid"), append=True, copy=False))
+    rows = alias(exp.Subquery(this=_union(selects)), "x")
     k = col("k", "x")
 
     def any_k(*kinds: int) -> exp.Expression:
@@ -384,30 +636,23 @@ def decision_query(
         )
         return exp.Anonymous(this="bool_or", expressions=[cond])
 
-    maybe = aq.has_maybe
-    if maybe:
-        decision: exp.Expression = exp.Case(
-            ifs=[
-                exp.If(
-                    this=land(any_k(SURE_PERMIT), exp.not_(any_k(MAYBE_FORBID))),
-                    true=exp.Literal.string("allow"),
-                )
-            ],
-            default=exp.Literal.string("conditional"),
-        )
-        having: exp.Expression = land(
-            exp.not_(any_k(SURE_FORBID)), any_k(SURE_PERMIT, MAYBE_PERMIT)
-        )
-    else:
-        decision = exp.Literal.string("allow")
-        having = exp.EQ(this=exp.Max(this=k.copy()), expression=num(SURE_PERMIT))
+    decision = exp.Case(
+        ifs=[
+            exp.If(
+                this=land(any_k(SURE_PERMIT), exp.not_(any_k(MAYBE_FORBID))),
+                true=exp.Literal.string("allow"),
+            )
+        ],
+        default=exp.Literal.string("conditional"),
+    )
+    having = land(exp.not_(any_k(SURE_FORBID)), any_k(SURE_PERMIT, MAYBE_PERMIT))
     sel = exp.select(
         alias(col("r", "x"), "r"),
         alias(col("p", "x"), "p"),
         alias(decision, "decision"),
     ).from_(rows, copy=False)
     if reasons:
-        lst = "list" if fn.duck else "collect_list"
+        lst = "list" if planner.fn.duck else "collect_list"
         pid = col("pid", "x")
         sel = sel.select(
             alias(
