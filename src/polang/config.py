@@ -9,7 +9,6 @@ the middle of a request.
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import re
@@ -200,6 +199,8 @@ def _algorithms(key: str, value: object) -> tuple[str, ...]:
                 if item.strip().lower() == "none":
                     hint = " ('none' is never a valid signature algorithm)"
                 else:
+                    import difflib  # on a mistake only (start-up time)
+
                     close = difflib.get_close_matches(item, ALL_ALGORITHMS, n=1, cutoff=0.5)
                     if close:
                         hint = f" (did you mean {close[0]}?)"
@@ -455,6 +456,8 @@ PROPERTY_BY_FIELD: dict[str, Property] = {p.field: p for p in PROPERTIES}
 
 def _suggest(key: str) -> str:
     candidates = [*PROPERTY_BY_KEY, _UNSUPPORTED_PREFIX]
+    import difflib  # on a mistake only (start-up time)
+
     close = difflib.get_close_matches(key.upper(), candidates, n=1, cutoff=0.6)
     return f" (did you mean {close[0]}?)" if close else ""
 

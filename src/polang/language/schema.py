@@ -14,7 +14,6 @@ between the two namespaces never changes a result.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import re
@@ -1306,6 +1305,8 @@ def _syntax_error(src: _Source, text: str, e: UnexpectedInput) -> SchemaError:
         if tok.type == "IDENT":  # a misspelt keyword: `entitty A;`, `Entity A;`
             words = [w for t in terminals if (w := _keyword_of(t)) is not None]
             exact = [w for w in words if w.lower() == str(tok.value).lower()]
+            import difflib  # on a mistake only (start-up time)
+
             close = exact or difflib.get_close_matches(str(tok.value), words, n=1, cutoff=0.7)
             if close:
                 message += f"; did you mean `{close[0]}`?"

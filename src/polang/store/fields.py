@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -140,6 +139,8 @@ class Checker(Record):
                 )
                 continue
             name = str(key)
+            import difflib  # on a mistake only (start-up time)
+
             close = (
                 difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
                 if len(name) <= MAX_QUOTED_CHARS
@@ -267,4 +268,6 @@ MISSPELLING_RATIO = 0.85
 
 
 def _misspelt(key: str, known: str) -> bool:
+    import difflib  # on a mistake only (start-up time)
+
     return difflib.SequenceMatcher(None, key, known).ratio() >= MISSPELLING_RATIO

@@ -15,7 +15,7 @@ it cannot represent year 0 nor the instants that offsets can reach.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 from polang.language.extensions.duration import MS_PER_DAY, Duration
@@ -24,10 +24,13 @@ MIN_MS = -(2**63)
 MAX_MS = 2**63 - 1
 
 
-_DATE_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
-_TIME_RE = re.compile(
-    r"T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{3}))?(?:(Z)|([+-])([0-9]{2})([0-9]{2}))\Z"
-)
+@cache
+def _regexes() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The date and time patterns, compiled on first use (start-up time)."""
+    return re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})"), re.compile(
+        r"T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{3}))?(?:(Z)|([+-])([0-9]{2})([0-9]{2}))\Z"
+    )
+
 
 HELP = (
     "a datetime looks like `YYYY-MM-DD`, optionally followed by `Thh:mm:ss` and then `Z`, "
@@ -174,14 +177,15 @@ def parse_datetime(s: str) -> DateTime:
 
     Cached because policies call ``datetime("...")`` on literals for every request.
     """
-    m = _DATE_RE.match(s)
+    date_re, time_re = _regexes()
+    m = date_re.match(s)
     if m is None:
         raise ValueError(f"invalid datetime `{s}`: it must start with YYYY-MM-DD ({HELP})")
     year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
     ms_of_day = 0
     offset_s = 0
     if m.end() != len(s):
-        t = _TIME_RE.match(s, m.end())
+        t = time_re.match(s, m.end())
         if t is None:
             raise ValueError(f"invalid datetime `{s}`: bad time or offset part ({HELP})")
         hh, mi, ss = int(t.group(1)), int(t.group(2)), int(t.group(3))

@@ -9,7 +9,7 @@ optional leading ``-``; everything else (exponents, ``+``, missing digits) is an
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 SCALE = 10_000
@@ -18,9 +18,14 @@ SCALE = 10_000
 MIN_SCALED = -(2**63)
 MAX_SCALED = 2**63 - 1
 
+
 # ASCII digits only (Python's ``\d`` would accept other scripts' digits) and ``\Z``, not
 # ``$``, so a trailing newline is not silently accepted.
-_DECIMAL_RE = re.compile(r"(-?)([0-9]+)\.([0-9]+)\Z")
+@cache
+def _decimal_re() -> re.Pattern[str]:
+    """Compiled on first use (start-up time)."""
+    return re.compile(r"(-?)([0-9]+)\.([0-9]+)\Z")
+
 
 HELP = (
     "a decimal looks like `12.34`: digits on both sides of `.`, at most 4 fractional "
@@ -87,7 +92,7 @@ def parse_decimal(s: str) -> Decimal:
 
     Cached because policies call ``decimal("...")`` on literals for every request.
     """
-    m = _DECIMAL_RE.match(s)
+    m = _decimal_re().match(s)
     if m is None:
         raise ValueError(f"`{s}` is not a well-formed decimal value ({HELP})")
     sign, whole, frac = m.groups()

@@ -9,7 +9,7 @@ milliseconds. The conversions (``toSeconds`` ...) truncate toward zero.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 MIN_MS = -(2**63)
@@ -20,10 +20,16 @@ MS_PER_MINUTE = 60 * MS_PER_SECOND
 MS_PER_HOUR = 60 * MS_PER_MINUTE
 MS_PER_DAY = 24 * MS_PER_HOUR
 
+
 # ASCII digits only, and ``\Z`` (Python's ``$`` would accept a trailing newline).
-_DURATION_RE = re.compile(
-    r"(-?)(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?(?:([0-9]+)ms)?\Z"
-)
+@cache
+def _duration_re() -> re.Pattern[str]:
+    """Compiled on first use (start-up time)."""
+    return re.compile(
+        r"(-?)(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?(?:([0-9]+)ms)?\Z"
+    )
+
+
 _UNITS = (MS_PER_DAY, MS_PER_HOUR, MS_PER_MINUTE, MS_PER_SECOND, 1)
 
 HELP = "a duration is quantity-unit pairs in the order d, h, m, s, ms with an optional leading `-`"
@@ -102,7 +108,7 @@ def parse_duration(s: str) -> Duration:
 
     Cached because policies call ``duration("...")`` on literals for every request.
     """
-    m = _DURATION_RE.match(s)
+    m = _duration_re().match(s)
     if m is None or s in ("", "-"):
         raise ValueError(f"invalid duration `{s}` ({HELP})")
     total = 0

@@ -15,7 +15,6 @@ so the findings come out in source order.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import ClassVar, TypeVar
 
@@ -421,6 +420,8 @@ def _attr_path(attrs: list[str]) -> str:
 
 
 def suggest(word: str, candidates: Iterable[str]) -> str | None:
+    import difflib  # on a mistake only (start-up time)
+
     found = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return found[0] if found else None
 
