@@ -6,6 +6,7 @@ the other tests imported).
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -15,15 +16,60 @@ HEAVY = ("networkx", "httpx", "jwt", "yaml", "rich", "lark", "cryptography", "ss
 """Libraries a process may never need: each is imported by the call that needs it."""
 
 
-def loaded_after(code: str, *args: str) -> set[str]:
-    """The HEAVY top-level packages in ``sys.modules`` after ``code`` ran."""
-    probe = (
-        f"{code}\nimport json, sys\n"
-        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r})))"
-    )
+NOT_FOR_A_FIRST_DECISION = (
+    # the token layer and the store's readers for other sources
+    "polang.tokens",
+    "polang.store.issuers",
+    "polang.store.legacy",
+    "polang.store.remote",
+    "polang.http",
+    # tooling
+    "polang.cli",
+    "polang.authoring",
+    "polang.language.format",
+    "polang.datalog.explain",
+    "polang.datalog.query",
+    "polang.datalog.pydatalog",
+    # standard library modules only some stores or errors need (zipfile: archives;
+    # datetime: dated metadata; importlib.resources: brings tempfile and shutil)
+    "zipfile",
+    "datetime",
+    "importlib.resources",
+    "tempfile",
+    "shutil",
+    "urllib.request",
+)
+"""Modules a first decision on a directory store without issuers never imports: each is
+imported by the call that needs it (``benchmarks/bench_coldstart.py`` measures the time)."""
+
+REQUEST_PATH_DATACLASSES = {
+    "polang.engine",
+    "polang.logs",
+    "polang.language.entities",
+    "polang.datalog.compiled",
+    "polang.datalog.facts",
+    "polang.datalog.authorizer",
+}
+"""The only modules whose classes a first decision creates with ``@dataclass`` (each costs
+about 0.65 ms at import: the AST, schema, IR, type checker, config and store classes are
+``polang._record`` records instead)."""
+
+
+def modules_after(code: str, *args: str) -> set[str]:
+    """Every module in ``sys.modules`` after ``code`` ran in a fresh interpreter."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def loaded_after(code: str, *args: str) -> set[str]:
+    """The HEAVY top-level packages in ``sys.modules`` after ``code`` ran."""
+    return {m.split(".")[0] for m in modules_after(code, *args)} & set(HEAVY)
+
+
+def loaded(modules: set[str], name: str) -> bool:
+    return name in modules or any(m.startswith(name + ".") for m in modules)
 
 
 def test_import_polang_loads_none_of_the_heavy_libraries() -> None:
@@ -41,9 +87,7 @@ def test_every_public_name_is_importable_from_polang() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_a_first_decision_loads_only_what_it_needs(tmp_path: Path) -> None:
-    """An engine on a directory store without issuers or hierarchy, and one decision: none
-    of the heavy libraries, lark included (the stored LALR tables build their own trees)."""
+def write_store(tmp_path: Path) -> Path:
     store = tmp_path / "store"
     (store / "policies").mkdir(parents=True)
     (store / "metadata.json").write_text(
@@ -62,17 +106,55 @@ def test_a_first_decision_loads_only_what_it_needs(tmp_path: Path) -> None:
         '@id("owners")\npermit (principal, action == Action::"read", resource)\n'
         "when { resource.owner == principal };\n"
     )
+    return store
+
+
+FIRST_DECISION = (
+    "import sys\n"
+    "from polang import Engine\n"
+    "e = Engine({'ENGINE_POLICY_STORE_LOCAL_FN': sys.argv[1]})\n"
+    "alice = {'uid': {'type': 'User', 'id': 'a'}, 'attrs': {}}\n"
+    "doc = {'uid': {'type': 'Doc', 'id': 'd'}, 'attrs': {'owner': alice['uid']}}\n"
+    "r = e.authorize_unsigned('Action::\"read\"', doc, None, alice)\n"
+    "assert r.decision, r\n"
+    "e.close()\n"
+)
+
+
+def test_a_first_decision_loads_only_what_it_needs(tmp_path: Path) -> None:
+    """An engine on a directory store without issuers or hierarchy, and one decision: none
+    of the heavy libraries, lark included (the stored LALR tables build their own trees),
+    and none of the modules other stores, tokens, tools or errors need."""
+    modules = modules_after(FIRST_DECISION, str(write_store(tmp_path)))
+    assert {m.split(".")[0] for m in modules} & set(HEAVY) == set()
+    assert [m for m in NOT_FOR_A_FIRST_DECISION if loaded(modules, m)] == []
+
+
+def test_a_first_decision_uses_sha256_without_openssl_when_it_can(tmp_path: Path) -> None:
+    """The store digest takes CPython's own SHA-256 module (hashlib loads OpenSSL)."""
+    import importlib.util
+
+    modules = modules_after(FIRST_DECISION, str(write_store(tmp_path)))
+    own = [m for m in ("_sha2", "_sha256") if importlib.util.find_spec(m) is not None]
+    assert ("hashlib" in modules) == (not own)
+
+
+def test_a_first_decision_generates_no_dataclass_outside_the_request_path(
+    tmp_path: Path,
+) -> None:
     code = (
-        "import sys\n"
-        "from polang import Engine\n"
-        "e = Engine({'ENGINE_POLICY_STORE_LOCAL_FN': sys.argv[1]})\n"
-        "alice = {'uid': {'type': 'User', 'id': 'a'}, 'attrs': {}}\n"
-        "doc = {'uid': {'type': 'Doc', 'id': 'd'}, 'attrs': {'owner': alice['uid']}}\n"
-        "r = e.authorize_unsigned('Action::\"read\"', doc, None, alice)\n"
-        "assert r.decision, r\n"
-        "e.close()\n"
+        FIRST_DECISION + "mods = {c.__module__ for m in list(sys.modules.values())"
+        " if getattr(m, '__name__', '').startswith('polang')"
+        " for c in vars(m).values()"
+        " if isinstance(c, type) and '__dataclass_fields__' in c.__dict__}\n"
+        "print(sorted(m for m in mods if m.startswith('polang')))\n"
     )
-    assert loaded_after(code, str(store)) == set()
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(write_store(tmp_path))], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    made = set(ast.literal_eval(out.stdout.strip().splitlines()[-1]))
+    assert made <= REQUEST_PATH_DATACLASSES, made - REQUEST_PATH_DATACLASSES
 
 
 def test_lark_comes_in_for_a_syntax_errors_message_only() -> None:
