@@ -60,6 +60,11 @@ COLUMNS = ("change", *KEYS, "before", "after", "policies", "previous_policies", 
 """The columns of a diff written to a file (``policies``, ``previous_policies`` and
 ``residuals`` are lists of policy ids; space-separated in CSV)."""
 
+DECIDE_LIMIT = 10_000
+"""A side denies a changed triple: its policies (the forbids that apply) are decided in
+process, request by request, for at most this many triples; above, the forbids' own
+matrix is computed in SQL (on the actions that need it) and joined."""
+
 _ORDER = "action_type, action_id, resource_type, resource_id, principal_type, principal_id"
 _RANK = "CASE {d} WHEN 'allow' THEN 2 WHEN 'conditional' THEN 1 ELSE 0 END"
 
@@ -226,9 +231,8 @@ def _output_sql(d: _Dialect, fmt: str) -> str:
 def _forbids_as_permits(authorizer: Any) -> Any | None:
     """The side's forbids alone, each as a permit: their matrix (with reasons) lists the
     forbids that apply to each triple, which is what a denied side reports."""
-    from polang.datalog.authorizer import Authorizer
-
     from polang._record import replace
+    from polang.datalog.authorizer import Authorizer
 
     forbids = {
         pid: replace(p, effect="permit")
@@ -284,6 +288,7 @@ def sql_diff(
     format: Format = "parquet",
     spark: Any = None,
     workdir: str | Path | None = None,
+    decide_limit: int = DECIDE_LIMIT,
     **options: Any,
 ) -> SqlDiffResult:
     """The change in the access matrix from ``old`` to ``new``, on DuckDB or Spark.
@@ -296,7 +301,7 @@ def sql_diff(
     directory by default; it needs room for both). ``options`` go to
     :func:`~polang.datalog.sql.sql_engine` (``threads``, ``memory_limit``,
     ``batch_pairs``, ``udf``, ``staging``); ``threads`` and ``memory_limit`` also bound
-    the DuckDB join.
+    the DuckDB join. ``decide_limit``: see :data:`DECIDE_LIMIT`.
     """
     t0 = time.perf_counter()
     if engine not in ENGINES:
@@ -343,7 +348,7 @@ def sql_diff(
                     f", on the {len(actions)} of {len(all_actions)} actions the changed "
                     "policies' scopes reach"
                 )
-        run.diff(o, n, ctx, actions, result, path, format)
+        run.diff(o, n, ctx, actions, result, path, format, decide_limit)
     finally:
         run.close()
     stats.elapsed_s = time.perf_counter() - t0
@@ -403,11 +408,13 @@ class _Run:
         side: Side,
         ctx: RecordValue | None,
         actions: list[EntityUID] | None,
-    ) -> tuple[Any, list[Any]]:
-        """A side's matrix (with reasons) staged as Parquet and registered as ``name``."""
-        target = self.dir / name
+    ) -> list[Any]:
+        """A side's matrix (with reasons) staged as Parquet and registered as the view
+        ``name``; its fallbacks."""
+        target: Path | None = self.dir / name
         eng = self._sql_engine(authorizer, side)
         try:
+            ids = list(eng.policy_ids)
             try:
                 res = eng.access_matrix(
                     ctx, actions=actions, output=target, format="parquet", reasons=True
@@ -417,35 +424,46 @@ class _Run:
                 if self.engine != "spark" or not str(e).startswith("no policy applies"):
                     raise
                 fallbacks = []  # Spark writes nothing for an empty answer
-                target = None  # type: ignore[assignment]
+                target = None
         finally:
             close = getattr(eng, "close", None)
             if close is not None:
                 close()
-        self._register(name, target)
-        return target, fallbacks
+        self._register(name, target, ids)
+        return fallbacks
 
-    def _register(self, name: str, target: Path | None) -> None:
+    def _register(self, name: str, target: Path | None, ids: list[str]) -> None:
+        """The staged rows as the view ``name``, reasons and residuals as policy ids (Spark
+        writes them as indexes into the engine's ``policy_ids``: mapped here)."""
+        text = "VARCHAR" if self.con is not None else "STRING"
+        keys = ", ".join(f"CAST(NULL AS {text}) AS {c}" for c in KEYS)
         empty = (
-            "SELECT "
-            + ", ".join(f"CAST(NULL AS {'VARCHAR' if self.con else 'STRING'}) AS {c}" for c in KEYS)
-            + ", CAST(NULL AS "
-            + ("VARCHAR" if self.con else "STRING")
-            + ") AS decision, "
-            + f"{self.dialect.empty()} AS reasons, {self.dialect.empty()} AS residuals "
-            "WHERE 1 = 0"
+            f"SELECT {keys}, CAST(NULL AS {text}) AS decision, {self.dialect.empty()} AS "
+            f"reasons, {self.dialect.empty()} AS residuals WHERE 1 = 0"
         )
         if self.con is not None:
-            if target is None:
-                self.con.execute(f"CREATE OR REPLACE VIEW {name} AS {empty}")
-            else:
-                self.con.execute(
-                    f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_lit(target)})"
-                )
-        elif target is None:
+            select = empty if target is None else f"SELECT * FROM read_parquet({_lit(target)})"
+            self.con.execute(f"CREATE OR REPLACE VIEW {name} AS {select}")
+            return
+        if target is None:
             self.spark.sql(empty).createOrReplaceTempView(name)
-        else:
-            self.spark.read.parquet(str(target)).createOrReplaceTempView(name)
+            return
+        df = self.spark.read.parquet(str(target))
+        if df.schema["reasons"].dataType.elementType.typeName() == "string":
+            df.createOrReplaceTempView(name)
+            return
+        df.createOrReplaceTempView(f"{name}_raw")
+        self.spark.createDataFrame([(ids,)], "ids array<string>").createOrReplaceTempView(
+            f"{name}_ids"
+        )
+        cols = ", ".join(f"r.{c}" for c in (*KEYS, "decision"))
+        lists = ", ".join(
+            f"transform(r.{c}, i -> element_at(x.ids, CAST(i AS INT) + 1)) AS {c}"
+            for c in ("reasons", "residuals")
+        )
+        self.spark.sql(
+            f"SELECT {cols}, {lists} FROM {name}_raw AS r CROSS JOIN {name}_ids AS x"
+        ).createOrReplaceTempView(name)
 
     def _names(self, o: Side, n: Side) -> None:
         old_names, new_names = list(o.authorizer.policies), list(n.authorizer.policies)
@@ -476,15 +494,16 @@ class _Run:
         result: SqlDiffResult,
         path: Path | None,
         fmt: str,
+        decide_limit: int,
     ) -> None:
         d = self.dialect
         self._names(o, n)
         if actions == []:
             for v in ("om", "nm"):
-                self._register(v, None)
+                self._register(v, None, [])
         else:
-            _, fb_o = self.matrix("om", o.authorizer, o, ctx, actions)
-            _, fb_n = self.matrix("nm", n.authorizer, n, ctx, actions)
+            fb_o = self.matrix("om", o.authorizer, o, ctx, actions)
+            fb_n = self.matrix("nm", n.authorizer, n, ctx, actions)
             seen = set()
             for label, fbs in (("old", fb_o), ("new", fb_n)):
                 for f in fbs:
@@ -496,15 +515,8 @@ class _Run:
         self._changes(actions)
         forbids: set[str] = set()
         if ctx is not None:
-            need = self._sql(
-                "SELECT DISTINCT action_type, action_id, after = 'deny' FROM changes "
-                "WHERE before = 'deny' OR after = 'deny'"
-            )
-            for name, side, view, deny_after in (("new", n, "fn", True), ("old", o, "fo", False)):
-                acts = sorted({EntityUID(t, i) for t, i, a in need if bool(a) == deny_after})
-                alone = _forbids_as_permits(side.authorizer) if acts else None
-                if alone is not None:
-                    self.matrix(view, alone, side, ctx, acts)
+            for name, side, view, col in (("new", n, "fn", "after"), ("old", o, "fo", "before")):
+                if self._denied(name, side, view, col, ctx, decide_limit):
                     forbids.add(name)
         self._table("diff", _final_sql(d, forbids))
         result.counts = self._summary()
@@ -515,13 +527,64 @@ class _Run:
         else:
             self._entries(o, n, result)
 
+    def _denied(
+        self, name: str, side: Side, view: str, col: str, ctx: RecordValue, limit: int
+    ) -> bool:
+        """The policies of the changed triples denied on one side (the forbids that apply,
+        as the in-process decision names them) as the view ``view``: decided in process
+        when at most ``limit`` triples need it, else the forbids' own matrix in SQL (on
+        the actions that need it). False when no triple is denied there."""
+        (count,) = self._sql(f"SELECT count(*) FROM changes WHERE {col} = 'deny'")
+        if not count[0]:
+            return False
+        if count[0] > limit:
+            alone = _forbids_as_permits(side.authorizer)
+            if alone is None:
+                return False
+            acts = self._sql(
+                f"SELECT DISTINCT action_type, action_id FROM changes WHERE {col} = 'deny'"
+            )
+            self.matrix(view, alone, side, ctx, sorted(EntityUID(t, i) for t, i in acts))
+            return True
+        from polang.datalog.facts import Request
+
+        keys = ", ".join(KEYS)
+        rows = []
+        facts, decide = side.facts, side.authorizer.decide
+        for pt, pi, at, ai, rt, ri in self._sql(f"SELECT {keys} FROM changes WHERE {col} = 'deny'"):
+            p, r = EntityUID(pt, pi), EntityUID(rt, ri)
+            if facts.get(p) is None or facts.get(r) is None:
+                continue  # not in this side's store: no such triple, no policy
+            reasons = decide(Request(p, EntityUID(at, ai), r, ctx), facts).reasons
+            if reasons:
+                rows.append((pt, pi, at, ai, rt, ri, list(reasons)))
+        self._rows(view, rows)
+        return True
+
+    def _rows(self, view: str, rows: list[tuple[Any, ...]]) -> None:
+        """A small table of (keys, reasons) rows made in Python."""
+        import pyarrow as pa
+
+        names = [*KEYS, "reasons"]
+        types = [pa.string()] * len(KEYS) + [pa.list_(pa.string())]
+        table = pa.table(
+            [pa.array([r[i] for r in rows], t) for i, t in enumerate(types)], names=names
+        )
+        if self.con is not None:
+            self.con.register(f"{view}_arrow", table)
+            self.con.execute(f"CREATE OR REPLACE TABLE {view} AS SELECT * FROM {view}_arrow")
+            self.con.unregister(f"{view}_arrow")
+        else:
+            schema = ", ".join(f"{k} string" for k in KEYS) + ", reasons array<string>"
+            self.spark.createDataFrame([tuple(r) for r in rows], schema).createOrReplaceTempView(
+                view
+            )
+
     def _table(self, name: str, select: str) -> None:
         if self.con is not None:
             self.con.execute(f"CREATE OR REPLACE TABLE {name} AS {select}")
-        else:
-            target = self.dir / name
-            self.spark.sql(select).write.mode("overwrite").parquet(str(target))
-            self.spark.read.parquet(str(target)).createOrReplaceTempView(name)
+        else:  # kept by Spark (memory, then disk) for the queries that follow
+            self.spark.sql(select).persist().createOrReplaceTempView(name)
 
     def _changes(self, actions: list[EntityUID] | None) -> None:
         """The changed triples, one action at a time on DuckDB (the join's hash table
@@ -549,54 +612,44 @@ class _Run:
             self.con.execute(f"CREATE OR REPLACE TABLE changes AS {_changes_sql(d, 'om', 'nm')}")
 
     def _summary(self) -> dict[str, Any]:
-        """``DiffResult.summary()``, computed over the rows in SQL."""
+        """``DiffResult.summary()``, computed over the rows in SQL (two aggregations)."""
         d = self.dialect
-        counts = dict.fromkeys(("gained", "lost"), 0)
-        for change, c in self._sql("SELECT change, count(*) FROM diff GROUP BY change"):
-            counts[change] = int(c)
-        (cond,) = self._sql(
-            "SELECT count(*) FROM diff WHERE before = 'conditional' OR after = 'conditional'"
-        )
+        total = {"gained": 0, "lost": 0}
+        conditional = 0
+        by: dict[str, dict[str, dict[str, int]]] = {
+            "by_action": {},
+            "by_principal_type": {},
+            "by_resource_type": {},
+        }
 
-        def grouped(rows: list[tuple[Any, ...]], key: Any) -> dict[str, dict[str, int]]:
-            out: dict[str, dict[str, int]] = {}
-            for *k, change, c in rows:
-                out.setdefault(key(*k), {"gained": 0, "lost": 0})[change] = int(c)
-            return dict(sorted(out.items()))
+        def add(group: str, key: str, change: str, c: int) -> None:
+            counts = by[group].setdefault(key, {"gained": 0, "lost": 0})
+            counts[change] += c
 
+        for at, ai, pt, rt, change, c, cond in self._sql(
+            "SELECT action_type, action_id, principal_type, resource_type, change, count(*), "
+            "sum(CASE WHEN before = 'conditional' OR after = 'conditional' THEN 1 ELSE 0 END) "
+            "FROM diff GROUP BY action_type, action_id, principal_type, resource_type, change"
+        ):
+            c = int(c)
+            total[change] += c
+            conditional += int(cond)
+            add("by_action", str(EntityUID(at, ai)), change, c)
+            add("by_principal_type", pt, change, c)
+            add("by_resource_type", rt, change, c)
         pols = d.distinct(d.concat("policies", "previous_policies"))
+        by_policy: dict[str, dict[str, int]] = {}
+        for pid, change, c in self._sql(
+            f"SELECT pid, change, count(*) FROM (SELECT change, {d.explode(pols)} AS pid "
+            "FROM diff) AS x GROUP BY pid, change"
+        ):
+            by_policy.setdefault(pid, {"gained": 0, "lost": 0})[change] = int(c)
         return {
-            "gained": counts["gained"],
-            "lost": counts["lost"],
-            "conditional": int(cond[0]),
-            "by_policy": grouped(
-                self._sql(
-                    f"SELECT pid, change, count(*) FROM (SELECT change, {d.explode(pols)} AS pid "
-                    "FROM diff) AS x GROUP BY pid, change"
-                ),
-                str,
-            ),
-            "by_action": grouped(
-                self._sql(
-                    "SELECT action_type, action_id, change, count(*) FROM diff "
-                    "GROUP BY action_type, action_id, change"
-                ),
-                lambda t, i: str(EntityUID(t, i)),
-            ),
-            "by_principal_type": grouped(
-                self._sql(
-                    "SELECT principal_type, change, count(*) FROM diff "
-                    "GROUP BY principal_type, change"
-                ),
-                str,
-            ),
-            "by_resource_type": grouped(
-                self._sql(
-                    "SELECT resource_type, change, count(*) FROM diff "
-                    "GROUP BY resource_type, change"
-                ),
-                str,
-            ),
+            "gained": total["gained"],
+            "lost": total["lost"],
+            "conditional": conditional,
+            "by_policy": dict(sorted(by_policy.items())),
+            **{k: dict(sorted(v.items())) for k, v in by.items()},
         }
 
     def _write(self, path: Path, fmt: str) -> None:

@@ -1,0 +1,159 @@
+"""``polang diff --engine duckdb``: the in-process answer, rows streamed to ``--output``,
+and every mistake one ``error:`` line with status 2 before any store loads."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .helpers import STORE, Capsys, run
+
+pytest.importorskip("duckdb")
+pytest.importorskip("sqlglot")
+pytest.importorskip("pyarrow")
+
+PEOPLE = [
+    {
+        "uid": {"type": "Acme::User", "id": name},
+        "attrs": {
+            "email": f"{name}@acme.example",
+            "org": {"__entity": {"type": "Acme::Org", "id": "acme"}},
+            "clearance": level,
+        },
+        "parents": [{"type": "Acme::Team", "id": "finance"}],
+    }
+    for name, level in (("alice", 2), ("bob", 4), ("carol", 1))
+] + [
+    {
+        "uid": {"type": "Acme::Document", "id": doc},
+        "attrs": {
+            "owner": {"__entity": {"type": "Acme::User", "id": "bob"}},
+            "org": {"__entity": {"type": "Acme::Org", "id": "acme"}},
+            "classification": kind,
+            "public": False,
+        },
+    }
+    for doc, kind in (("plan", "secret"), ("roadmap", "internal"))
+]
+
+
+@pytest.fixture
+def stores(tmp_path: Path) -> list[str]:
+    """``--store OLD --store NEW``: editors need clearance 1 instead of 3 in NEW."""
+    out = []
+    for name in ("old", "new"):
+        d = tmp_path / name
+        shutil.copytree(STORE, d)
+        (d / "entities" / "people.json").write_text(json.dumps(PEOPLE), "utf-8")
+        out += ["--store", str(d)]
+    pol = tmp_path / "new" / "policies" / "documents.polang"
+    pol.write_text(pol.read_text("utf-8").replace("clearance >= 3", "clearance >= 1"), "utf-8")
+    return out
+
+
+def _json_without_engine(text: str) -> dict[str, object]:
+    data = json.loads(text)
+    for k in ("stats", "engine", "output", "rows", "complete", "fallbacks"):
+        data.pop(k, None)
+    return data
+
+
+def test_duckdb_prints_the_in_process_answer(capsys: Capsys, stores: list[str]) -> None:
+    base = ["diff", *stores, "--context", "{}"]
+    code, inproc, err = run(capsys, *base, "--format", "json")
+    assert code == 0, err
+    code, sql, err = run(capsys, *base, "--format", "json", "--engine", "duckdb")
+    assert code == 0, err
+    assert _json_without_engine(sql) == _json_without_engine(inproc)
+    assert len(json.loads(sql)["gained"]) == 2  # alice and carol may edit the roadmap now
+    assert json.loads(sql)["engine"] == "duckdb"
+    for fmt in ("csv", "jsonl", "table"):
+        code, inproc, _ = run(capsys, *base, "--format", fmt)
+        code2, sql, _ = run(capsys, *base, "--format", fmt, "--engine", "duckdb")
+        assert code == code2 == 0
+        if fmt == "table":  # the header line names how it was computed
+            assert inproc.splitlines()[1:] == sql.splitlines()[1:]
+            assert sql.startswith("2 gained, 0 lost  [full: duckdb")
+        else:
+            assert sql == inproc and sql.count("cleared-editors") == 2
+    # --exit-code on a SQL engine
+    code, _, _ = run(capsys, *base, "--engine", "duckdb", "--exit-code", "--format", "csv")
+    assert code == 1
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "jsonl"])
+def test_rows_are_streamed_to_the_output_file(
+    capsys: Capsys, stores: list[str], tmp_path: Path, fmt: str
+) -> None:
+    out = tmp_path / f"changes.{fmt}"
+    code, stdout, err = run(
+        capsys, "diff", *stores, "--context", "{}", "--engine", "duckdb",
+        "--format", fmt, "--output", str(out), "--exit-code",
+    )  # fmt: skip
+    assert code == 1 and stdout == ""
+    assert "2 gained, 0 lost: wrote 2 rows to" in err
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(out).to_pylist()
+    elif fmt == "jsonl":
+        rows = [json.loads(line) for line in out.read_text("utf-8").splitlines()]
+    else:
+        rows = list(csv.DictReader(io.StringIO(out.read_text("utf-8"))))
+    assert [(r["change"], r["principal_id"], r["action_id"], r["resource_id"]) for r in rows] == [
+        ("gained", "alice", "edit", "roadmap"),
+        ("gained", "carol", "edit", "roadmap"),
+    ]
+    pol = rows[0]["policies"]
+    assert pol == (["cleared-editors"] if fmt != "csv" else "cleared-editors")
+
+
+def test_in_process_output_writes_the_printed_answer(
+    capsys: Capsys, stores: list[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "d.json"
+    code, stdout, err = run(
+        capsys, "diff", *stores, "--context", "{}", "--format", "json", "--output", str(out)
+    )
+    assert code == 0 and stdout == "", err
+    assert json.loads(out.read_text("utf-8"))["summary"]["gained"] == 2
+
+
+def test_without_a_context_sql_says_what_is_conditional(capsys: Capsys, stores: list[str]) -> None:
+    code, out, err = run(capsys, "diff", *stores, "--engine", "duckdb", "--format", "json")
+    assert code == 0
+    assert "conditional in SQL (e.g. " in err
+    data = json.loads(out)
+    assert data["complete"] is False and data["summary"]["conditional"] > 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--engine", "sqlite"], "--engine 'sqlite': expected one of in-process, duckdb, spark"),
+        (["--format", "parquet"], "--format parquet writes a file"),
+        (["--format", "parquet", "--output", "x.parquet"], "and --engine duckdb or spark"),
+        (
+            ["--engine", "duckdb", "--format", "csv", "--output", "/nonexistent-dir/d.csv"],
+            "the directory '/nonexistent-dir' does not exist",
+        ),
+        (["--engine", "duckdb", "--entities", "users.parquet"], "not read by diff"),
+    ],
+)
+def test_mistakes_are_one_error_line(
+    capsys: Capsys, stores: list[str], extra: list[str], message: str
+) -> None:
+    code, out, err = run(capsys, "diff", *stores, "--context", "{}", *extra)
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_bad_format_is_refused_by_the_parser(capsys: Capsys, stores: list[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        run(capsys, "diff", *stores, "--format", "xml", "--engine", "duckdb")
+    assert exc.value.code == 2
