@@ -1,6 +1,6 @@
-"""Diff of two access matrices: a one-policy edit and a one-user data edit against the full
-matrix, on the generated benchmark store (``benchmarks/workload.py``), in process or on a
-SQL engine.
+"""Diff of two access matrices: a one-policy edit, a one-user data edit and a broad edit (a
+new permit reaching a department's documents) against the full matrix, on the generated
+benchmark store (``benchmarks/workload.py``), in process or on a SQL engine.
 
     python -m benchmarks.bench_diff [--entities 10000] [--policies 200] [--verify] [--json]
     python -m benchmarks.bench_diff --engine in-process,duckdb      # side by side
@@ -121,6 +121,21 @@ def run(
         "peak_rss_mb": _rss_mb(),
         "stats": d2.stats.to_dict(),
     }
+    # a broad edit: a new permit reaching a whole department (a diff of ~10^5 triples)
+    broad_text = w.policies_text + (
+        '\n@id("eng-view")\npermit(principal, action == Action::"view", resource is Document)\n'
+        'when { principal.dept == "eng" && resource.dept == "eng" };\n'
+    )
+    broad = Side(Authorizer(parse_policies(broad_text)), facts, schema, "broad")
+    d3, broad_s = _timed(lambda: diff(old, broad, context=ctx, **opts, **out("broad")))
+    report["broad_edit"] = {
+        "seconds": round(broad_s, 3),
+        "gained": d3.summary()["gained"],
+        "lost": d3.summary()["lost"],
+        "peak_rss_mb": _rss_mb(),
+        "stats": d3.stats.to_dict(),
+    }
+    del d3
     if verify:
         if engine == "in-process":
             f, f_s = _timed(lambda: diff(old, new, context=ctx, force_full=True))
@@ -143,7 +158,7 @@ def run(
             lambda: access_matrix(auth, QueryIndex(auth, facts, schema), ctx, schema=schema)
         )
         report["full_matrix"] = {"seconds": round(full_s, 3), "allowed": len(m)}
-        for key in ("policy_edit", "data_edit"):
+        for key in ("policy_edit", "data_edit", "broad_edit"):
             report[key]["ratio_to_full"] = round(report[key]["seconds"] / full_s, 3)
     tmp.cleanup()
     return report
@@ -171,7 +186,11 @@ def _print(report: dict[str, Any]) -> None:
     print(f"engine {report['engine']}: store {report['workload']['entities']} entities, "
           f"{report['workload']['policies']} policies; loaded, peak RSS "
           f"{report['loaded_rss_mb']} MB")  # fmt: skip
-    for name, key in (("one-policy edit", "policy_edit"), ("one-user data edit", "data_edit")):
+    for name, key in (
+        ("one-policy edit", "policy_edit"),
+        ("one-user data edit", "data_edit"),
+        ("broad edit (new permit)", "broad_edit"),
+    ):
         r = report[key]
         ratio = f" ({r['ratio_to_full']:.2f}x the full matrix)" if "ratio_to_full" in r else ""
         print(

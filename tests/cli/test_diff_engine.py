@@ -113,6 +113,31 @@ def test_rows_are_streamed_to_the_output_file(
     assert pol == (["cleared-editors"] if fmt != "csv" else "cleared-editors")
 
 
+def test_entity_files_are_each_sides_entities(
+    capsys: Capsys, stores: list[str], tmp_path: Path
+) -> None:
+    """``--old-entities`` / ``--entities`` JSON-lines files (read by DuckDB) against the
+    same data given in process: the same answer."""
+    org = json.loads((STORE / "entities" / "organisation.json").read_text("utf-8"))
+    carol = dict(PEOPLE[2], attrs=dict(PEOPLE[2]["attrs"], clearance=3))
+    old_f, new_f, carol_f = tmp_path / "old.jsonl", tmp_path / "new.jsonl", tmp_path / "c.json"
+    old_f.write_text("".join(json.dumps(e) + "\n" for e in org + PEOPLE), "utf-8")
+    new = [carol if e is PEOPLE[2] else e for e in PEOPLE]
+    new_f.write_text("".join(json.dumps(e) + "\n" for e in org + new), "utf-8")
+    carol_f.write_text(json.dumps([carol]), "utf-8")
+    one = stores[:2]
+    code, want, err = run(capsys, "diff", *one, "--entities", str(carol_f), "--context", "{}",
+                          "--format", "csv")  # fmt: skip
+    assert code == 0, err
+    assert want.count("\n") == 2  # carol may edit the roadmap now (plan is secret)
+    code, got, err = run(
+        capsys, "diff", *one, "--old-entities", str(old_f), "--entities", str(new_f),
+        "--context", "{}", "--format", "csv", "--engine", "duckdb",
+    )  # fmt: skip
+    assert code == 0, err
+    assert got == want
+
+
 def test_in_process_output_writes_the_printed_answer(
     capsys: Capsys, stores: list[str], tmp_path: Path
 ) -> None:
@@ -142,7 +167,9 @@ def test_without_a_context_sql_says_what_is_conditional(capsys: Capsys, stores: 
             ["--engine", "duckdb", "--format", "csv", "--output", "/nonexistent-dir/d.csv"],
             "the directory '/nonexistent-dir' does not exist",
         ),
-        (["--engine", "duckdb", "--entities", "users.parquet"], "not read by diff"),
+        (["--entities", "users.parquet"], "are read by --engine duckdb"),
+        (["--engine", "duckdb", "--old-entities", "old.json"], "--old-entities: give Parquet"),
+        (["--engine", "duckdb", "--entities", "a.jsonl", "b.json"], "do not mix them"),
     ],
 )
 def test_mistakes_are_one_error_line(

@@ -100,13 +100,38 @@ def _check_diff_output(args: argparse.Namespace) -> bool:
     parent = Path(args.output).parent if args.output is not None else None
     if parent is not None and not parent.is_dir():
         raise RequestError(f"--output {args.output}: the directory {str(parent)!r} does not exist")
-    for f in args.entities or ():
-        if f.lower().endswith((".parquet", ".jsonl", ".ndjson")):
-            raise RequestError(
-                f"--entities {f}: diff reads entity JSON files (laid over the new side); "
-                "Parquet / JSON-lines entity files are not read by diff"
-            )
     return args.engine != "in-process" and args.output is not None and args.format in DIFF_STREAMED
+
+
+def _entity_files(args: argparse.Namespace) -> dict[str, list[str]]:
+    """``--entities`` / ``--old-entities`` files DuckDB reads itself (Parquet, JSON
+    lines): a side's whole entity set, never Python objects; ``.json`` files stay
+    in-process overlays of the new side."""
+    from polang.errors import RequestError
+
+    out: dict[str, list[str]] = {"old_files": [], "new_files": []}
+    for key, flag, given in (
+        ("new_files", "--entities", args.entities or []),
+        ("old_files", "--old-entities", args.old_entities or []),
+    ):
+        files = [f for f in given if f.lower().endswith((".parquet", ".jsonl", ".ndjson"))]
+        if key == "old_files" and len(files) != len(given):
+            raise RequestError("--old-entities: give Parquet / JSON-lines entity files")
+        if not files:
+            continue
+        if args.engine != "duckdb":
+            raise RequestError(
+                f"{flag} {files[0]}: Parquet / JSON-lines entity files are read by --engine duckdb"
+            )
+        if len(files) != len(given):
+            raise RequestError(
+                f"{flag}: with Parquet / JSON-lines files the entities come from the files "
+                "alone; do not mix them with .json entity files"
+            )
+        out[key] = files
+    if out["new_files"]:
+        args.entities = None
+    return out
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -114,10 +139,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from polang.errors import RequestError
 
     stream = _check_diff_output(args)
+    files = _entity_files(args)
     stores = args.store
     if len(stores) > 2:
         raise RequestError("--store: give one store (with --entities) or two (old, then new)")
-    if len(stores) == 1 and not args.entities:
+    if len(stores) == 1 and not args.entities and not files["new_files"]:
         raise RequestError("with one --store, give the new entity data with --entities")
     entities: list[Any] = []
     for f in args.entities or ():
@@ -132,6 +158,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         context = json_arg(args.context, "--context")
         if not isinstance(context, dict):
             raise RequestError("--context: expected a JSON object")
+    extra: dict[str, Any] = {k: v for k, v in files.items() if v}
     old = _engine(stores[0], args.config)
     try:
         new = _engine(stores[1], args.config) if len(stores) == 2 else None
@@ -144,6 +171,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
                 engine=args.engine,
                 output=args.output if stream else None,
                 format=args.format if stream else "parquet",
+                **extra,
             )
         finally:
             if new is not None:
@@ -243,7 +271,14 @@ def register(sub: Any) -> None:
         "--entities",
         nargs="+",
         metavar="FILE",
-        help="entity JSON files laid over the new side's entities (same uid: replaced)",
+        help="entity JSON files laid over the new side's entities (same uid: replaced); "
+        "with --engine duckdb, .parquet / .jsonl files are the new side's entities",
+    )
+    p.add_argument(
+        "--old-entities",
+        nargs="+",
+        metavar="FILE",
+        help="with --engine duckdb: .parquet / .jsonl files that are the old side's entities",
     )
     p.add_argument(
         "--context",

@@ -186,6 +186,35 @@ def test_two_store_directories(stores: tuple[Path, Path]) -> None:
         eb.close()
 
 
+def _jsonl(path: Path, entities: list[dict[str, Any]]) -> str:
+    path.write_text("".join(json.dumps(e) + "\n" for e in entities), "utf-8")
+    return str(path)
+
+
+def test_entities_read_from_files(stores: tuple[Path, Path], tmp_path: Path) -> None:
+    """Each side's entities from JSON-lines files (read by DuckDB, never Python objects)
+    give the diff of the same data laid over the store in process."""
+    ea = _engine(stores[0])
+    try:
+        org = json.loads((STORE / "entities" / "organisation.json").read_text("utf-8"))
+        people = _people(6)
+        moved = dict(people[2], parents=[{"type": "Acme::Team", "id": "finance"}])
+        moved["attrs"] = dict(moved["attrs"], clearance=4)
+        changed = [moved if e is people[2] else e for e in people]
+        old_f = _jsonl(tmp_path / "old.jsonl", org + people)
+        new_f = _jsonl(tmp_path / "new.jsonl", org + changed)
+        want = ea.diff(entities=[moved], context={})
+        got = ea.diff(context={}, engine="duckdb", old_files=[old_f], new_files=[new_f])
+        assert want.changed and got.stats.reason.startswith("duckdb")
+        assert_same_diff(want, got)
+        same = sql_diff(ea, context={}, old_files=[old_f], new_files=[old_f])
+        assert same.stats.mode == "unchanged" and not same.changed
+        with pytest.raises(PolangError, match="give them in the files"):
+            sql_diff(ea, entities=[moved], context={}, new_files=[new_f])
+    finally:
+        ea.close()
+
+
 def _read_rows(path: Path, fmt: str) -> list[dict[str, Any]]:
     if fmt == "parquet":
         import pyarrow.parquet as pq

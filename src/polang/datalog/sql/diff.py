@@ -289,6 +289,8 @@ def sql_diff(
     spark: Any = None,
     workdir: str | Path | None = None,
     decide_limit: int = DECIDE_LIMIT,
+    old_files: Files | None = None,
+    new_files: Files | None = None,
     **options: Any,
 ) -> SqlDiffResult:
     """The change in the access matrix from ``old`` to ``new``, on DuckDB or Spark.
@@ -302,6 +304,11 @@ def sql_diff(
     :func:`~polang.datalog.sql.sql_engine` (``threads``, ``memory_limit``,
     ``batch_pairs``, ``udf``, ``staging``); ``threads`` and ``memory_limit`` also bound
     the DuckDB join. ``decide_limit``: see :data:`DECIDE_LIMIT`.
+
+    ``old_files`` / ``new_files``: that side's entities read by DuckDB from Parquet or
+    JSON-lines files (``sql_engine(files=)``, typed by the side's schema) instead of its
+    store's; they never become Python objects, so a side read from files is never
+    compared entity by entity and its denied triples' forbids come from SQL.
     """
     t0 = time.perf_counter()
     if engine not in ENGINES:
@@ -311,7 +318,12 @@ def sql_diff(
     n = Side.of(new if new is not None else old)
     o = o if o.label else dataclasses.replace(o, label="old")
     n = n if n.label else dataclasses.replace(n, label="new")
+    files = {"old": list(old_files or ()), "new": list(new_files or ())}
     if entities is not None:
+        if files["new"]:
+            raise SqlError(
+                "entities= lays entities over the store's; with new_files give them in the files"
+            )
         n = _overlay(n, entities)
     ctx = _context(context)
     stats = DiffStats()
@@ -319,12 +331,15 @@ def sql_diff(
     changed_p = sorted(
         pid for pid in texts_o.keys() | texts_n.keys() if texts_o.get(pid) != texts_n.get(pid)
     )
-    changed_e = _changed_entities(o.facts, n.facts)
+    if files["old"] or files["new"]:  # not loaded: the same files are the same entities
+        changed_e = set() if files["old"] == files["new"] else {EntityUID("", "(files)")}
+    else:
+        changed_e = _changed_entities(o.facts, n.facts)
     same_schema = _schema_json(o.schema) == _schema_json(n.schema)
     stats.changed_policies = changed_p
-    stats.changed_entities = len(changed_e)
+    stats.changed_entities = 0 if files["old"] or files["new"] else len(changed_e)
     result = SqlDiffResult([], [], stats, o.label, n.label, engine=engine)
-    run = _Run(engine, spark, options, workdir)
+    run = _Run(engine, spark, options, workdir, files)
     try:
         if same_schema and not changed_p and not changed_e:
             stats.mode = "unchanged"
@@ -359,9 +374,15 @@ class _Run:
     """One diff's engines, staging directory and join connection."""
 
     def __init__(
-        self, engine: str, spark: Any, options: dict[str, Any], workdir: str | Path | None
+        self,
+        engine: str,
+        spark: Any,
+        options: dict[str, Any],
+        workdir: str | Path | None,
+        files: dict[str, list[str | Path]],
     ) -> None:
         self.engine = engine
+        self.files = files
         self.options = options
         self.dialect = _Dialect(engine)
         self.tmp = tempfile.TemporaryDirectory(
@@ -382,10 +403,13 @@ class _Run:
             self.con.close()
         self.tmp.cleanup()
 
-    def _sql_engine(self, authorizer: Any, side: Side) -> Any:
+    def _sql_engine(self, authorizer: Any, side: Side, files: list[str | Path]) -> Any:
         kw = dict(self.options)
         if self.engine == "spark":
             kw["spark"] = self.spark
+        if files:
+            kw.pop("udf", None)  # no in-process entities for a UDF to read
+            return sql_engine(authorizer, None, side.schema, engine=self.engine, files=files, **kw)
         facts = cast(Any, side.facts)  # an EntityFacts: the UDF reads it
         return sql_engine(authorizer, facts, side.schema, engine=self.engine, **kw)
 
@@ -408,11 +432,12 @@ class _Run:
         side: Side,
         ctx: RecordValue | None,
         actions: list[EntityUID] | None,
+        files: list[str | Path],
     ) -> list[Any]:
         """A side's matrix (with reasons) staged as Parquet and registered as the view
         ``name``; its fallbacks."""
         target: Path | None = self.dir / name
-        eng = self._sql_engine(authorizer, side)
+        eng = self._sql_engine(authorizer, side, files)
         try:
             ids = list(eng.policy_ids)
             try:
@@ -502,8 +527,8 @@ class _Run:
             for v in ("om", "nm"):
                 self._register(v, None, [])
         else:
-            fb_o = self.matrix("om", o.authorizer, o, ctx, actions)
-            fb_n = self.matrix("nm", n.authorizer, n, ctx, actions)
+            fb_o = self.matrix("om", o.authorizer, o, ctx, actions, self.files["old"])
+            fb_n = self.matrix("nm", n.authorizer, n, ctx, actions, self.files["new"])
             seen = set()
             for label, fbs in (("old", fb_o), ("new", fb_n)):
                 for f in fbs:
@@ -537,14 +562,15 @@ class _Run:
         (count,) = self._sql(f"SELECT count(*) FROM changes WHERE {col} = 'deny'")
         if not count[0]:
             return False
-        if count[0] > limit:
+        files = self.files[name]
+        if count[0] > limit or files:
             alone = _forbids_as_permits(side.authorizer)
             if alone is None:
                 return False
             acts = self._sql(
                 f"SELECT DISTINCT action_type, action_id FROM changes WHERE {col} = 'deny'"
             )
-            self.matrix(view, alone, side, ctx, sorted(EntityUID(t, i) for t, i in acts))
+            self.matrix(view, alone, side, ctx, sorted(EntityUID(t, i) for t, i in acts), files)
             return True
         from polang.datalog.facts import Request
 
