@@ -713,7 +713,11 @@ class CompiledBackend:
         an error), so it is memoized on the runnable list by those outcomes: most requests
         land on a few. Each request's errors keep their own messages.
         """
-        plan = self._plan(request.action, facts.ancestors_of(request.action))
+        action = request.action
+        action_ancestors = facts.ancestors_of(action)
+        plan = self._plans.get((action, action_ancestors))
+        if plan is None:
+            plan = self._plan(action, action_ancestors)
         # the principal's and resource's entities are looked up once for all candidates
         get = facts.get
         principal = request.principal
@@ -948,8 +952,17 @@ class _Plan:
     def select(self, request: Request, facts: EntityFacts) -> _Runnable:
         """The candidates whose indexed keys hold, as ``(run, policy ids)``: policies with
         one shared function (equal residual scope and condition) are run once."""
-        ps = self._positions(0, request.principal, facts)
-        rs = self._positions(1, request.resource, facts)
+        # the positions' cache hits inline (two calls less per request)
+        anc_of = facts.ancestors_of
+        p = request.principal
+        if p is None:
+            ps = self.dims[0][0]
+        else:
+            hit = self._dim_cache[0].get(p)
+            ps = hit[1] if hit is not None and hit[0] is anc_of(p) else self._positions(0, p, facts)
+        r = request.resource
+        hit = self._dim_cache[1].get(r)
+        rs = hit[1] if hit is not None and hit[0] is anc_of(r) else self._positions(1, r, facts)
         pair = (ps, rs)
         out = self._pairs.get(pair)
         if out is None:

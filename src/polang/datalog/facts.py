@@ -240,9 +240,34 @@ class EntityFacts:
         if not extra:
             return self
         base_get = self.get
-        if len(extra) == 1:
-            e = extra[0]
-            overlay = {e.uid: e}
+        n = len(extra)
+        if n <= 2:  # a resource and a principal: no comprehension (a call in 3.11)
+            a = extra[0]
+            b = extra[-1]
+            if b is a or b.uid == a.uid:
+                overlay = {b.uid: b}
+            else:
+                old_a = base_get(a.uid)
+                old_b = base_get(b.uid)
+                if (
+                    old_a is not None
+                    and old_b is not None
+                    and old_a.parents == a.parents
+                    and old_b.parents == b.parents
+                ):  # both replace stored entities, keeping their parents: the common case
+                    overlay = {a.uid: a, b.uid: b}
+                    out = EntityFacts.__new__(EntityFacts)
+                    out._base = self
+                    out._extra = overlay
+                    out._entities = None
+                    out._ancestors = None
+                    out._graph = None
+                    lookup = _Overlay(overlay)
+                    lookup.base = base_get
+                    out.get = lookup.__getitem__
+                    out.ancestors_of = self.ancestors_of
+                    return out
+                overlay = {a.uid: a, b.uid: b}
         else:
             overlay = {e.uid: e for e in extra}
         pending: dict[EntityUID, Entity] | None = None  # new entities with parents
