@@ -99,6 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="DuckDB threads")
     ap.add_argument("--output", default=None, help="directory for the Parquet answers")
     ap.add_argument("--files", action="store_true", help="also load entities from Parquet")
+    ap.add_argument(
+        "--check-rows",
+        action="store_true",
+        help="compare the SQL engines' Parquet answers with the in-process matrix row by row",
+    )
     args = ap.parse_args(argv)
     if args.engine != "in-process":
         return sql_main(args)
@@ -251,6 +256,7 @@ def sql_main(args: Any) -> int:
             "what_can_median_ms": round(statistics.median(tt) * 1000, 1),
         }
 
+    kept: dict[str, Any] = {}
     for name in engines:
         r: dict[str, Any] = {}
         rss0 = _rss_mib()
@@ -258,6 +264,8 @@ def sql_main(args: Any) -> int:
             qi, r["load_s"], _ = _timed(lambda: QueryIndex(auth, facts, schema))
             m, r["matrix_s"], _ = _timed(lambda qi=qi: access_matrix(auth, qi, ctx, schema=schema))
             r["rows"] = len(m)
+            if args.check_rows:
+                kept["matrix"] = m
             del m
             r.update(
                 queries(
@@ -330,6 +338,13 @@ def sql_main(args: Any) -> int:
         report["engines"]["duckdb-parquet-files"] = r
         print(json.dumps({"duckdb-parquet-files": r}), flush=True)
 
+    if args.check_rows and "matrix" in kept:
+        report["rows_checked"] = {
+            name: _same_rows(kept["matrix"], out_dir / f"matrix-{name}.parquet")
+            for name in engines
+            if name != "in-process"
+        }
+        print(json.dumps({"rows_checked": report["rows_checked"]}), flush=True)
     base = report["engines"].get("in-process")
     if base:
         ratios = {}
@@ -346,7 +361,43 @@ def sql_main(args: Any) -> int:
     report["peak_rss_mib"] = round(_peak_rss_mib(), 1)
     print(json.dumps(report, indent=None if args.json else 2))
     bad = any(not x["rows_equal"] for x in report.get("ratios", {}).values())
+    bad = bad or any(v != "equal" for v in report.get("rows_checked", {}).values())
     return 1 if bad else 0
+
+
+def _same_rows(matrix: Any, path: Path) -> str:
+    """The in-process matrix and a Parquet answer compared row by row, in order (both are
+    by action, resource, principal), streamed: ``equal`` or the first difference."""
+    import itertools
+
+    import pyarrow.parquet as pq
+
+    names = ["principal_type", "principal_id", "action_type", "action_id"]
+    names += ["resource_type", "resource_id"]
+
+    if path.is_dir():  # Spark: part files, not in one order
+        return "not checked (a directory of part files)"
+
+    def from_file() -> Any:
+        for batch in pq.ParquetFile(str(path)).iter_batches(1_000_000, columns=names):
+            yield from zip(*(batch.column(n).to_pylist() for n in names), strict=True)
+
+    rows = from_file()
+    want = (
+        (
+            e.principal.type,
+            e.principal.id,
+            e.action.type,
+            e.action.id,
+            e.resource.type,
+            e.resource.id,
+        )
+        for e in matrix.iter_entries()
+    )
+    for i, (w, g) in enumerate(itertools.zip_longest(want, rows)):
+        if w != g:
+            return f"row {i}: in-process {w}, file {g}"
+    return "equal"
 
 
 if __name__ == "__main__":

@@ -65,6 +65,9 @@ class DuckRunner:
     order, no join, no strings in DuckDB's sort)."""
 
     dialect = "duckdb"
+    drops_sorted_dups = True
+    batch_rows = 1_000_000
+    """Rows per Arrow batch fetched (and written) at a time."""
 
     def __init__(self, con: Any) -> None:
         self.con = con
@@ -99,11 +102,29 @@ class DuckRunner:
         return list(self.con.execute(sql).fetchall())
 
     def _batches(self, job: Job) -> Iterator[Any]:
+        """The job's rows as Arrow batches; with ``job.sorted_dups`` a row equal to the
+        one before it (the rows are ordered by (r, p)) is dropped, across batches too."""
+        import numpy as np
+        import pyarrow as pa
+
         self._uid_arrays()  # before the query: one open result per connection
-        reader = self.con.sql(job.sql).to_arrow_reader(1_000_000)
+        reader = self.con.sql(job.sql).to_arrow_reader(self.batch_rows)
+        last: tuple[int, int] | None = None
         for batch in reader:
-            if batch.num_rows:
-                yield batch
+            n = batch.num_rows
+            if not n:
+                continue
+            if job.sorted_dups:
+                r = batch.column("r").to_numpy(zero_copy_only=False)
+                p = batch.column("p").to_numpy(zero_copy_only=False)
+                keep = np.empty(n, dtype=bool)
+                keep[0] = last is None or (int(r[0]), int(p[0])) != last
+                np.not_equal(r[1:], r[:-1], out=keep[1:])
+                keep[1:] |= p[1:] != p[:-1]
+                last = (int(r[-1]), int(p[-1]))
+                if not keep.all():
+                    batch = batch.filter(pa.array(keep))
+            yield batch
 
     def rows(self, job: Job, reasons: bool) -> list[tuple[Any, ...]]:
         a = job.action
@@ -123,19 +144,33 @@ class DuckRunner:
         return out
 
     def _decode(self, batch: Any, action: EntityUID, reasons: bool, fmt: Format) -> Any:
+        """A batch of eids as the answer's columns. For Parquet the uid columns are
+        dictionary arrays over the one uid list (no string is copied: the writer puts the
+        indexes in the file and, the file's schema saying ``string``, readers see text)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         types, ids, pols = self._uid_arrays()
         n = batch.num_rows
         p, r = batch.column("p"), batch.column("r")
+        if fmt == "parquet":
+            p_t, p_i = (
+                pa.DictionaryArray.from_arrays(p, types),
+                pa.DictionaryArray.from_arrays(p, ids),
+            )
+            r_t, r_i = (
+                pa.DictionaryArray.from_arrays(r, types),
+                pa.DictionaryArray.from_arrays(r, ids),
+            )
+        else:
+            p_t, p_i, r_t, r_i = types.take(p), ids.take(p), types.take(r), ids.take(r)
         cols = {
-            "principal_type": types.take(p),
-            "principal_id": ids.take(p),
+            "principal_type": p_t,
+            "principal_id": p_i,
             "action_type": pa.repeat(pa.scalar(action.type, pa.string()), n),
             "action_id": pa.repeat(pa.scalar(action.id, pa.string()), n),
-            "resource_type": types.take(r),
-            "resource_id": ids.take(r),
+            "resource_type": r_t,
+            "resource_id": r_i,
             "decision": batch.column("decision"),
         }
         if reasons:
@@ -147,16 +182,29 @@ class DuckRunner:
         return pa.record_batch(cols)
 
     def write(self, jobs: Sequence[Job], path: Path, fmt: Format, reasons: bool) -> int:
+        """Every job's rows to ``path``, a batch at a time: DuckDB computes the next
+        batch while a writer thread decodes and writes the last one (at most two batches
+        wait, so memory stays flat in the answer's size)."""
+        import queue
+        import threading
+
         import pyarrow.csv as pacsv
         import pyarrow.parquet as pq
 
-        writer: Any = None
-        text = None
+        self._uid_arrays()
+        todo: queue.Queue[tuple[Any, EntityUID] | None] = queue.Queue(maxsize=2)
+        failed: list[BaseException] = []
         total = 0
-        try:
-            for job in jobs:
-                for raw in self._batches(job):
-                    batch = self._decode(raw, job.action, reasons, fmt)
+
+        def writer_loop() -> None:
+            writer: Any = None
+            text = None
+            try:
+                while (item := todo.get()) is not None:
+                    if failed:
+                        continue  # drain: the producer must not block on a full queue
+                    raw, action = item
+                    batch = self._decode(raw, action, reasons, fmt)
                     if fmt == "jsonl":
                         if text is None:
                             text = path.open("w", encoding="utf-8")
@@ -165,19 +213,40 @@ class DuckRunner:
                     else:
                         if writer is None:
                             writer = (
-                                pq.ParquetWriter(str(path), batch.schema)
+                                pq.ParquetWriter(str(path), batch.schema, store_schema=False)
                                 if fmt == "parquet"
                                 else pacsv.CSVWriter(str(path), batch.schema)
                             )
                         writer.write_batch(batch)
-                    total += batch.num_rows
-            if total == 0:  # an empty answer still makes a file, with the columns
-                self._write_empty(path, fmt, reasons)
+            except BaseException as e:  # handed to the calling thread
+                failed.append(e)
+                while todo.get() is not None:
+                    pass
+            finally:
+                try:
+                    if writer is not None:
+                        writer.close()
+                    if text is not None:
+                        text.close()
+                except BaseException as e:
+                    failed.append(e)
+
+        thread = threading.Thread(target=writer_loop, name="polang-sql-writer", daemon=True)
+        thread.start()
+        try:
+            for job in jobs:
+                for raw in self._batches(job):
+                    if failed:
+                        break
+                    todo.put((raw, job.action))
+                    total += raw.num_rows
         finally:
-            if writer is not None:
-                writer.close()
-            if text is not None:
-                text.close()
+            todo.put(None)
+            thread.join()
+        if failed:
+            raise failed[0]
+        if total == 0:  # an empty answer still makes a file, with the columns
+            self._write_empty(path, fmt, reasons)
         return total
 
     def _write_empty(self, path: Path, fmt: Format, reasons: bool) -> None:

@@ -110,6 +110,7 @@ class Job:
     action: EntityUID
     sql: str
     text_sql: str
+    sorted_dups: bool = False  # ``sql`` may repeat a row right after itself: drop repeats
 
 
 _FILTER = "__polang_filter__"
@@ -129,6 +130,8 @@ class Runner(Protocol):
     """What a backend offers the driver."""
 
     dialect: str
+    drops_sorted_dups: bool
+    """The runner drops repeated rows of a job's integer query (``Job.sorted_dups``)."""
 
     def rows(self, job: Job, reasons: bool) -> list[tuple[Any, ...]]:
         """Decoded rows: principal, action, resource (EntityUIDs), decision and, with
@@ -239,7 +242,13 @@ class SqlEngine:
         got = self._tmpl.get(key)
         if got is not None and got[0] is aq:
             return got[1]
-        dq = decision_query(aq, self.planner, where=exp.column(_FILTER), reasons=reasons)
+        dq = decision_query(
+            aq,
+            self.planner,
+            where=exp.column(_FILTER),
+            reasons=reasons,
+            sorted_dups=self.runner.drops_sorted_dups,
+        )
         if dq is None:
             texts = None
         else:
@@ -260,7 +269,8 @@ class SqlEngine:
         if texts is None:
             return None
         f = "TRUE" if where is None else where.sql(dialect=self.runner.dialect)
-        return Job(aq.action, texts[0].replace(_FILTER, f), texts[1].replace(_FILTER, f))
+        dups = self.runner.drops_sorted_dups and not reasons and not aq.has_maybe
+        return Job(aq.action, texts[0].replace(_FILTER, f), texts[1].replace(_FILTER, f), dups)
 
     def _action_query(
         self,

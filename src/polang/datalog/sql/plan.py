@@ -541,6 +541,7 @@ def decision_query(
     *,
     where: exp.Expression | None = None,
     reasons: bool = False,
+    sorted_dups: bool = False,
 ) -> exp.Select | None:
     """``rules/decision.dl`` over the parts' rows, one row per (r, p) allowed or
     conditional: columns ``r``, ``p``, ``decision`` and, with ``reasons``, ``reasons`` and
@@ -549,7 +550,12 @@ def decision_query(
 
     Without conditional policies: the permits' rows, merged into shapes, are grouped by
     the integer pair (each allowed pair once, with its permits as reasons); the forbids,
-    merged likewise, are evaluated on those pairs only and anti-joined."""
+    merged likewise, are evaluated on those pairs only and anti-joined.
+
+    ``sorted_dups`` (without ``reasons``): the pairs are not grouped, so a pair several
+    permits grant comes out several times; the caller orders by (r, p) and drops the
+    repeats next to each other (a sort the order needs anyway, instead of a hash
+    aggregation as large as the answer)."""
     fn = planner.fn
     if aq.has_maybe:
         return _tagged_decision(aq, planner, where=where, reasons=reasons)
@@ -572,7 +578,8 @@ def decision_query(
         )
     if where is not None:
         perm = perm.where(where, copy=False)
-    perm = perm.group_by(col("r", "x"), col("p", "x"), copy=False)
+    if reasons or not sorted_dups:
+        perm = perm.group_by(col("r", "x"), col("p", "x"), copy=False)
     out_cols: list[exp.Expression] = [
         alias(col("r", "d"), "r"),
         alias(col("p", "d"), "p"),

@@ -65,6 +65,7 @@ def spark_session(
 
 class SparkRunner:
     dialect = "spark"
+    drops_sorted_dups = False  # rows are read back as Spark wrote them: grouped in SQL
 
     def __init__(self, spark: Any) -> None:
         self.spark = spark
