@@ -246,6 +246,11 @@ class EntityFacts:
             b = extra[-1]
             if b is a or b.uid == a.uid:
                 overlay = {b.uid: b}
+                old_b = base_get(b.uid)
+                if (old_b is None and not b.parents) or (
+                    old_b is not None and old_b.parents == b.parents
+                ):  # one entity, nothing new under the hierarchy: a batch's resource
+                    return self._laid(overlay, base_get, self.ancestors_of)
             else:
                 old_a = base_get(a.uid)
                 old_b = base_get(b.uid)
@@ -255,18 +260,7 @@ class EntityFacts:
                     and old_a.parents == a.parents
                     and old_b.parents == b.parents
                 ):  # both replace stored entities, keeping their parents: the common case
-                    overlay = {a.uid: a, b.uid: b}
-                    out = EntityFacts.__new__(EntityFacts)
-                    out._base = self
-                    out._extra = overlay
-                    out._entities = None
-                    out._ancestors = None
-                    out._graph = None
-                    lookup = _Overlay(overlay)
-                    lookup.base = base_get
-                    out.get = lookup.__getitem__
-                    out.ancestors_of = self.ancestors_of
-                    return out
+                    return self._laid({a.uid: a, b.uid: b}, base_get, self.ancestors_of)
                 overlay = {a.uid: a, b.uid: b}
         else:
             overlay = {e.uid: e for e in extra}
@@ -312,6 +306,25 @@ class EntityFacts:
             acc.discard(uid)
             own[uid] = frozenset(acc)
         out.ancestors_of = _overlay(own, base_anc)
+        return out
+
+    def _laid(
+        self,
+        overlay: dict[EntityUID, Entity],
+        base_get: Callable[[EntityUID], Entity | None],
+        ancestors_of: Callable[[EntityUID], frozenset[EntityUID]],
+    ) -> EntityFacts:
+        """Facts with ``overlay`` over these, and this closure lookup."""
+        out = EntityFacts.__new__(EntityFacts)
+        out._base = self
+        out._extra = overlay
+        out._entities = None
+        out._ancestors = None
+        out._graph = None
+        lookup = _Overlay(overlay)
+        lookup.base = base_get
+        out.get = lookup.__getitem__
+        out.ancestors_of = ancestors_of
         return out
 
     # -- as Datalog facts (pydatalog backend, traces, bulk queries) ---------------------

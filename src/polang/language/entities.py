@@ -765,20 +765,26 @@ def _generic_entity(o: dict[str, Any], uid: EntityUID, schema: Schema) -> Entity
 def _fast_mapped(obj: dict[str, Any], schema: Schema) -> Entity | None:
     """The mapped form's fast path (``obj`` is a dict); None to defer."""
     m = obj.get("cedar_entity_mapping")
-    if type(m) is dict and len(m) == 2:
-        t, i = m.get("entity_type"), m.get("id")
-        if type(t) is str and type(i) is str:
-            conv = _converters(schema).mapped.get(t)
-            if conv is None:
-                conv = _converter(schema, "mapped", t)
-            uid = EntityUID(t, i)
-            if conv is not _GENERIC:
-                return conv(obj, uid)
-            et = _plain_types(schema).get(t)
-            if et is not None:
-                fields = _fast_record(obj, et.shape, schema, skip="cedar_entity_mapping")
-                if fields is not None:
-                    return Entity(uid, fields, set(), {})
+    if type(m) is not dict or len(m) != 2:
+        return None
+    try:
+        t, i = m["entity_type"], m["id"]
+    except KeyError:
+        return None
+    if type(t) is not str or type(i) is not str:
+        return None
+    convs = schema._cache.get("entity_converters")
+    conv = None if convs is None else convs.mapped.get(t)  # only plain types have one
+    if conv is None:
+        conv = _converter(schema, "mapped", t)
+    uid = _new_uid(EntityUID, (t, i))
+    if conv is not _GENERIC:
+        return conv(obj, uid)
+    et = _plain_types(schema).get(t)
+    if et is not None:
+        fields = _fast_record(obj, et.shape, schema, skip="cedar_entity_mapping")
+        if fields is not None:
+            return Entity(uid, fields, set(), {})
     return None
 
 
