@@ -576,14 +576,14 @@ class Engine:
     ) -> None:
         """The schema check of a request whose context was ``parsed`` from JSON (or not);
         a clean answer for plain types is kept per snapshot."""
+        key = (act, None if puid is None else puid[0], ruid[0])
+        if parsed and key in snap.clean_checks:  # (kept only under strict validation)
+            return
         if not self.config.strict_schema_validation:
             return
         schema = snap.store.schema
         if not parsed or not parsed_context_is_valid(schema, act):
             self._check_request(puid, act, ruid, ctx, schema)
-            return
-        key = (act, None if puid is None else puid[0], ruid[0])
-        if key in snap.clean_checks:
             return
         self._check_request(puid, act, ruid, None, schema)  # raises on a finding
         if (puid is None or _plain_type(schema, puid[0])) and _plain_type(schema, ruid[0]):
@@ -647,6 +647,8 @@ class Engine:
         snap = self._snap
         request, facts = self._unsigned_request(snap, action, resource, context, principal)
         allow, reasons, errors = snap.authorizer.verdict(request, facts)
+        if not self.logger.enabled:  # nothing to log: the answer only
+            return _new_result(allow, uuid7(), reasons, errors, None)
         return self._result(
             snap,
             started,

@@ -90,6 +90,7 @@ class Authorizer:
         self.policies = dict(_as_pairs(policies))
         self.program = lower_policies(self.policies.items())
         self.backend = make_backend(self.program, backend, background=background)
+        self._outcome: Any = getattr(self.backend, "outcome", None)
 
     def generate_in_background(self) -> None:
         """Start the backend's background code generation, if it has one."""
@@ -130,7 +131,7 @@ class Authorizer:
         """:meth:`decide` in the shape of an answer: ``(allow, reasons, errors)`` with the
         errors as ``PolicyErrorInfo.to_dict()`` gives them; both lists are the caller's
         own. The engine's per-request path: no intermediate objects."""
-        outcome = getattr(self.backend, "outcome", None)
+        outcome = self._outcome
         if outcome is None:
             d = self.decide(request, facts)
             return d.allow, d.reasons, [e.to_dict() for e in d.errors]
@@ -141,7 +142,7 @@ class Authorizer:
 
     def verdicts(self, requests: Sequence[Request], facts: Sequence[EntityFacts]) -> list[Verdict]:
         """:meth:`verdict` of each request over its facts (the engine's batches)."""
-        outcome = getattr(self.backend, "outcome", None)
+        outcome = self._outcome
         if outcome is None:
             return [
                 (d.allow, d.reasons, [e.to_dict() for e in d.errors])

@@ -870,7 +870,8 @@ def fast_context(data: Any, schema: Schema, action: EntityUID) -> RecordValue | 
     case; ``None`` otherwise (then :func:`parse_context` gives the value or the error)."""
     if type(data) is not dict:
         return None
-    conv = _converters(schema).context.get(action)
+    convs = schema._cache.get("entity_converters")
+    conv = None if convs is None else convs.context.get(action)
     if conv is None:
         conv = _converter(schema, "context", action)
     if conv is not _GENERIC:
