@@ -71,6 +71,7 @@ def run(
     engine: str = "in-process",
     output: str | None = None,
     threads: int | None = None,
+    batch_pairs: int | None = None,
 ) -> dict[str, Any]:
     w = generate(n_entities=n_entities, n_policies=n_policies, n_requests=1, seed=seed)
     schema = parse_schema(w.schema_text)
@@ -90,6 +91,9 @@ def run(
         opts["engine"] = engine
         if threads and engine == "duckdb":
             opts["threads"] = threads
+        if batch_pairs:
+            opts["batch_pairs"] = batch_pairs
+            report["batch_pairs"] = batch_pairs
     tmp = tempfile.TemporaryDirectory(prefix="bench-diff-")
 
     def out(name: str) -> dict[str, Any]:
@@ -177,13 +181,16 @@ def _side_by_side(args: argparse.Namespace, engines: list[str]) -> list[dict[str
             cmd += ["--output", args.output]
         if args.threads:
             cmd += ["--threads", str(args.threads)]
+        if args.batch_pairs:
+            cmd += ["--batch-pairs", str(args.batch_pairs)]
         done = subprocess.run(cmd, check=True, capture_output=True, text=True)
         reports.append(json.loads(done.stdout))
     return reports
 
 
 def _print(report: dict[str, Any]) -> None:
-    print(f"engine {report['engine']}: store {report['workload']['entities']} entities, "
+    bp = f" (batch_pairs {report['batch_pairs']})" if "batch_pairs" in report else ""
+    print(f"engine {report['engine']}{bp}: store {report['workload']['entities']} entities, "
           f"{report['workload']['policies']} policies; loaded, peak RSS "
           f"{report['loaded_rss_mb']} MB")  # fmt: skip
     for name, key in (
@@ -221,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
         help="a SQL engine streams the rows to a file of this format (in a temporary directory)",
     )
     ap.add_argument("--threads", type=int, help="DuckDB threads (default: DuckDB's)")
+    ap.add_argument(
+        "--batch-pairs", type=int, help="the SQL engines' batch_pairs (default: theirs)"
+    )
     ap.add_argument("--verify", action="store_true", help="check the diff (see above)")
     ap.add_argument("--json", action="store_true", help="print JSON")
     args = ap.parse_args(argv)
@@ -241,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
                 engines[0],
                 args.output,
                 args.threads,
+                args.batch_pairs,
             )
         ]
     if args.json:
