@@ -12,10 +12,12 @@ matrices never pass through Python.
 
 The model is the in-process one (docs/diff.md): the same gained/lost rule, the policies
 that decide each side in the program's order (for a denied side with a known context,
-the forbids that apply, computed as a second matrix of the forbids alone, on the actions
-that need it), the same summary. What SQL cannot decide is reported as SQL reports it
-elsewhere (a UDF on DuckDB over in-process entities, else conditional, with
-``fallbacks``); a conditional entry names its policies, not their conditions.
+the forbids that apply: decided in process for up to ``DECIDE_LIMIT`` triples, else a
+second matrix of the forbids alone, on the actions that need it), the same summary.
+When only policies changed, only the actions their scopes reach are computed. What SQL
+cannot decide is reported as SQL reports it elsewhere (a UDF on DuckDB over in-process
+entities, else conditional, with ``fallbacks``); a conditional entry names its
+policies, not their conditions.
 """
 
 from __future__ import annotations
