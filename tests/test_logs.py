@@ -904,3 +904,19 @@ def test_uuid7_default_layout_ids_equal_the_general_formatting() -> None:
         last = s
     batch = gen.many(5)
     assert batch == sorted(batch) and batch[0] > last
+
+
+def test_uuid7_batches_are_ids_in_order_across_counter_carries() -> None:
+    """``many`` (a batch's ids, tails from one slice of the pool) gives valid, strictly
+    increasing ids through counter carries past 16 bits and new milliseconds, interleaved
+    with single ids."""
+    ms = iter([3] * 4_000 + list(range(4, 4_000)))
+    gen = UUIDv7Generator(clock_ms=lambda: next(ms))
+    ids: list[str] = []
+    while len(ids) < 80_000:
+        ids += gen.many(37)
+        ids.append(gen())
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    for s in ids[::101]:
+        u = uuid.UUID(s)
+        assert u.version == 7 and u.variant == uuid.RFC_4122 and str(u) == s

@@ -217,8 +217,7 @@ class UUIDv7Generator:
                     self._pool = self._random_bytes(max(4 * n + 64, self._POOL_BYTES))
                     self._pool_fork = _FORKS[0]
                     self._pool_pos = 0
-                next_hex = self._next_hex
-                return [next_hex(now) for _ in range(n)]
+                return self._many_hex(now, n)
         size, mask = self._tail_bytes, self._tail_mask
         parts: list[tuple[str, int, int]] = []
         with self._lock:
@@ -261,6 +260,29 @@ class UUIDv7Generator:
             self._pool_pos = pos + 4
             tail = self._pool[pos : pos + 4].hex()
         return f"{head}{counter & 0xFFFF:04x}{tail}"
+
+    def _many_hex(self, now: int, n: int) -> list[str]:
+        """``n`` ids as ``_next_hex`` makes them, their tails from one slice of the pool
+        (the caller holds the lock and made room for ``4 * n`` bytes)."""
+        pos = self._pool_pos
+        tails = self._pool[pos : pos + 4 * n].hex()
+        self._pool_pos = pos + 4 * n
+        out: list[str] = []
+        append = out.append
+        key = self._head_key
+        head = self._head
+        for k in range(0, 8 * n, 8):
+            counter = self._counter + 1
+            if now > self._last_ms or counter >> 42:
+                self._advance(now)  # may draw a counter seed from the pool (after the tails)
+                counter = self._counter
+            else:
+                self._counter = counter
+            if key[0] != self._last_ms or key[1] != counter >> 16:
+                key = (self._last_ms, counter >> 16)
+                head = self._new_head(key)
+            append(f"{head}{counter & 0xFFFF:04x}{tails[k : k + 8]}")
+        return out
 
     def _new_head(self, key: tuple[int, int]) -> str:
         """The first 24 characters of the ids of a millisecond and the counter's high 26
