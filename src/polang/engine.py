@@ -940,6 +940,9 @@ class Engine:
         action_of = parts.action
         part = self._part
         schema = snap.store.schema
+        # the context given, action, types and context of the last request whose schema
+        # check holds for every request of those (its answer kept by ``parts.check``)
+        last: tuple[Any, EntityUID, str | None, str, RecordValue] | None = None
         for i, item in enumerate(items):
             try:
                 obj = item if type(item) is dict and keys_ok(item) else _batch_item(item)
@@ -959,8 +962,21 @@ class Engine:
                     puid_i, pents_i, base = shared
                 else:
                     puid_i, pents_i, base = parts.principal(obj.get("principal"))
-                ctx = parts.context(obj.get("context"), act)
-                parts.check(puid_i, act, ruid, ctx)
+                context = obj.get("context")
+                ptype = None if puid_i is None else puid_i[0]
+                if (  # a list view: the previous request's context, action and types
+                    last is not None
+                    and last[0] is context
+                    and last[1] is act
+                    and last[2] == ptype
+                    and last[3] == ruid[0]
+                ):
+                    ctx = last[4]
+                else:
+                    ctx = parts.context(context, act)
+                    parts.check(puid_i, act, ruid, ctx)
+                    clean = parts.is_clean(ptype, act, ruid[0], ctx)
+                    last = (context, act, ptype, ruid[0], ctx) if clean else None
                 if pents_i and rents and rents[0].uid == puid_i:
                     # the single call lays the principal over the resource: the same here
                     facts = snap.facts.with_entities([*rents, *pents_i])
@@ -1302,6 +1318,13 @@ class _BatchParts:
             plain = et is not None and et.enum is None and not schema.is_action_type(name)
             self._plain[name] = plain
         return plain
+
+    def is_clean(self, ptype: str | None, act: EntityUID, rtype: str, ctx: RecordValue) -> bool:
+        """Whether :meth:`check` passes every request of these types, action and context
+        (a clean answer it kept, or no check at all)."""
+        if not self._engine.config.strict_schema_validation:
+            return True
+        return self._checked.get((ptype, act, rtype, id(ctx))) is ctx
 
     def check(
         self, puid: EntityUID | None, act: EntityUID, ruid: EntityUID, ctx: RecordValue
