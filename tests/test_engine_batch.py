@@ -444,3 +444,58 @@ def test_compiled_decide_many_equals_decide_per_request() -> None:
     assert auth.decide_batch(requests, facts) == [
         auth.decide(r, f) for r, f in zip(requests, facts, strict=True)
     ]
+
+
+def test_a_list_views_shared_checks_never_skip_a_request_that_fails(
+    engines: Callable[..., Engine],
+) -> None:
+    """Requests of one action, context object and types reuse the first one's parsed
+    context and clean schema check; a resource of an enumerated type (checked by id), of
+    another type or with another context still gets its own check, as its single call."""
+    schema = """
+    entity U;
+    entity Kind enum ["a", "b"];
+    entity Doc = { n: Long };
+    action view appliesTo { principal: U, resource: [Doc, Kind], context: { n?: Long } };
+    """
+    policies = '@id("big")\npermit (principal, action, resource is Doc) when { resource.n > 1 };'
+    files = {k: v for k, v in shop_files().items() if not k.startswith(("entities", "trusted"))}
+    files["schema.polangschema"] = schema
+    files["policies/shop.polang"] = policies
+    engine = engines(files)
+    ctx: dict[str, Any] = {}
+
+    def doc(i: str, n: Any = 2) -> dict[str, Any]:
+        return {"uid": {"type": "Doc", "id": i}, "attrs": {"n": n}}
+
+    view = 'Action::"view"'
+    requests: list[dict[str, Any]] = [
+        {"action": view, "resource": doc("d1"), "context": ctx},
+        {"action": view, "resource": doc("d2", 1), "context": ctx},
+        {"action": view, "resource": 'Kind::"a"', "context": ctx},
+        {"action": view, "resource": 'Kind::"zz"', "context": ctx},  # not an entity of Kind
+        {"action": view, "resource": doc("d3"), "context": ctx},
+        {
+            "action": view,
+            "resource": {"uid": {"type": "U", "id": "x"}, "attrs": {}},
+            "context": ctx,
+        },
+        {"action": view, "resource": doc("d4"), "context": {"n": "x"}},  # a bad context
+        {"action": view, "resource": doc("d5", "2"), "context": ctx},  # a bad attribute
+        {"action": view, "resource": doc("d6"), "context": ctx},
+    ]
+    principal = {"uid": {"type": "U", "id": "u"}, "attrs": {}}
+    batch = engine.authorize_unsigned_batch(requests, principal=principal)
+    for got, request in zip(batch, requests, strict=True):
+        same_as_single(got, single(engine, request, principal))
+    assert [isinstance(r, BatchItemError) for r in batch] == [
+        False,
+        False,
+        True,
+        True,
+        False,
+        True,
+        True,
+        True,
+        False,
+    ]
