@@ -351,6 +351,8 @@ def test_wrong_input_is_a_polang_error(tmp_path: Path) -> None:
         diff(old, new, context=ctx, engine="duckdb", output=tmp_path / "x", format="xml")
     with pytest.raises(PolangError, match="does not exist"):
         diff(old, new, context=ctx, engine="duckdb", output=tmp_path / "missing" / "d.parquet")
+    with pytest.raises(PolangError, match="is a directory"):
+        diff(old, new, context=ctx, engine="duckdb", output=tmp_path)
     with pytest.raises(PolangError, match="give engine="):
         diff(old, new, context=ctx, output=tmp_path / "d.parquet")
     with pytest.raises(PolangError, match="unknown SQL engine"):

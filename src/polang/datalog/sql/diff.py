@@ -262,7 +262,7 @@ def _reached_actions(
     return out
 
 
-def _check_output(output: str | Path | None, fmt: str) -> Path | None:
+def _check_output(output: str | Path | None, fmt: str, engine: str) -> Path | None:
     if fmt not in FORMATS:
         raise SqlError(f"unknown output format {fmt!r}; known: {', '.join(FORMATS)}")
     if output is None:
@@ -270,6 +270,8 @@ def _check_output(output: str | Path | None, fmt: str) -> Path | None:
     path = Path(output)
     if not path.parent.is_dir():
         raise SqlError(f"output {str(output)!r}: the directory {str(path.parent)!r} does not exist")
+    if engine == "duckdb" and path.is_dir():  # Spark writes a directory, DuckDB a file
+        raise SqlError(f"output {str(output)!r} is a directory: give a file name")
     return path
 
 
@@ -315,7 +317,7 @@ def sql_diff(
     t0 = time.perf_counter()
     if engine not in ENGINES:
         raise SqlError(f"unknown SQL engine {engine!r}; known: {', '.join(ENGINES)}")
-    path = _check_output(output, format)
+    path = _check_output(output, format, engine)
     o = Side.of(old)
     n = Side.of(new if new is not None else old)
     o = o if o.label else dataclasses.replace(o, label="old")
@@ -385,6 +387,7 @@ class _Run:
     ) -> None:
         self.engine = engine
         self.files = files
+        self._kept: list[Any] = []
         self.options = options
         self.dialect = _Dialect(engine)
         self.tmp = tempfile.TemporaryDirectory(
@@ -394,7 +397,11 @@ class _Run:
         if engine == "spark":
             from .spark import spark_session
 
-            self.spark = spark if spark is not None else spark_session()
+            session = spark if spark is not None else spark_session()
+            try:  # its own temporary views, beside the caller's and another diff's
+                self.spark = session.newSession()
+            except NotImplementedError:  # an older Spark Connect: the session itself
+                self.spark = session
             self.con: Any = None
         else:
             self.spark = None
@@ -403,6 +410,8 @@ class _Run:
     def close(self) -> None:
         if self.con is not None:
             self.con.close()
+        for df in self._kept:
+            df.unpersist()
         self.tmp.cleanup()
 
     def _sql_engine(self, authorizer: Any, side: Side, files: list[str | Path]) -> Any:
@@ -612,7 +621,9 @@ class _Run:
         if self.con is not None:
             self.con.execute(f"CREATE OR REPLACE TABLE {name} AS {select}")
         else:  # kept by Spark (memory, then disk) for the queries that follow
-            self.spark.sql(select).persist().createOrReplaceTempView(name)
+            df = self.spark.sql(select).persist()
+            self._kept.append(df)
+            df.createOrReplaceTempView(name)
 
     def _changes(self, actions: list[EntityUID] | None) -> None:
         """The changed triples, one action at a time on DuckDB (the join's hash table
