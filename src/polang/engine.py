@@ -33,6 +33,7 @@ from polang.language.entities import (
     EntityStore,
     check_acyclic,
     fast_context,
+    fast_entity,
     fast_request_entity,
     parse_context,
     parse_value,
@@ -541,7 +542,11 @@ class Engine:
         act = self._action(action)
         # entities and contexts as plain dicts take the generated converters; anything
         # else (and every error) goes through the full readers
-        res = fast_request_entity(resource, schema)
+        res = (
+            fast_entity(resource, schema)
+            if type(resource) is dict and "uid" in resource
+            else fast_request_entity(resource, schema)
+        )
         if res is not None:
             ruid = res.uid
             request_entities = [res]
@@ -549,7 +554,11 @@ class Engine:
             ruid, request_entities = self._part(snap, resource, "resource")
         puid: EntityUID | None = None
         if principal is not None:
-            prin = fast_request_entity(principal, schema)
+            prin = (
+                fast_entity(principal, schema)
+                if type(principal) is dict and "uid" in principal
+                else fast_request_entity(principal, schema)
+            )
             if prin is not None:
                 puid = prin.uid
                 request_entities.append(prin)

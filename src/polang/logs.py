@@ -180,9 +180,23 @@ class UUIDv7Generator:
     def __call__(self) -> str:
         clock = self._clock_ms
         now = time.time_ns() // 1_000_000 if clock is None else int(clock())
-        if self._hex_tail:
+        if self._hex_tail:  # the default layout, inline (one call per decision)
             with self._lock:
-                return self._next_hex(now)
+                counter = self._counter + 1
+                if now > self._last_ms or counter >> 42:
+                    self._advance(now)  # a new millisecond, or the counter's overflow
+                    counter = self._counter
+                else:
+                    self._counter = counter
+                key = (self._last_ms, counter >> 16)
+                head = self._head if key == self._head_key else self._new_head(key)
+                pos = self._pool_pos
+                if pos + 4 > len(self._pool) or self._pool_fork != _FORKS[0]:
+                    hex_tail = self._draw(4).hex()
+                else:
+                    self._pool_pos = pos + 4
+                    hex_tail = self._pool[pos : pos + 4].hex()
+            return f"{head}{counter & 0xFFFF:04x}{hex_tail}"
         with self._lock:
             counter = self._counter + 1
             if now > self._last_ms or counter >> self._counter_bits:
@@ -243,26 +257,8 @@ class UUIDv7Generator:
                 self._last_ms += 1
                 self._counter = self._random_int(self._counter_bits - 1)
 
-    def _next_hex(self, now: int) -> str:
-        """The next id with 42 counter bits (``_hex_tail``); the caller holds the lock."""
-        counter = self._counter + 1
-        if now > self._last_ms or counter >> 42:
-            self._advance(now)  # a new millisecond, or the counter's overflow
-            counter = self._counter
-        else:
-            self._counter = counter
-        key = (self._last_ms, counter >> 16)
-        head = self._head if key == self._head_key else self._new_head(key)
-        pos = self._pool_pos
-        if pos + 4 > len(self._pool) or self._pool_fork != _FORKS[0]:
-            tail = self._draw(4).hex()
-        else:
-            self._pool_pos = pos + 4
-            tail = self._pool[pos : pos + 4].hex()
-        return f"{head}{counter & 0xFFFF:04x}{tail}"
-
     def _many_hex(self, now: int, n: int) -> list[str]:
-        """``n`` ids as ``_next_hex`` makes them, their tails from one slice of the pool
+        """``n`` ids as ``n`` calls make them, their tails from one slice of the pool
         (the caller holds the lock and made room for ``4 * n`` bytes)."""
         pos = self._pool_pos
         tails = self._pool[pos : pos + 4 * n].hex()

@@ -788,6 +788,11 @@ def _fast_mapped(obj: dict[str, Any], schema: Schema) -> Entity | None:
     return None
 
 
+fast_entity = _fast_entity
+"""``fast_request_entity`` for an object known to be a dict with a ``"uid"`` (the language's
+form): one call less on the engine's per-request path."""
+
+
 def fast_request_entity(obj: Any, schema: Schema) -> Entity | None:
     """A request's principal or resource given in full as a plain dict (either entity
     form), in the common case; ``None`` otherwise, and the caller runs the full reader
