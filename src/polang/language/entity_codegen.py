@@ -261,8 +261,7 @@ class _Writer:
 
 
 class _Missing:
-    """An absent optional attribute (``None`` is not a JSON value the parsers accept as
-    one, but a distinct marker keeps that argument out of it)."""
+    """An absent optional attribute (a marker no JSON value can be, not ``None``)."""
 
     __slots__ = ()
 
