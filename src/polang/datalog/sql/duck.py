@@ -38,6 +38,23 @@ SELECT eid, aeid FROM closure
 """
 
 
+DICTIONARY_PAGE_BYTES = 64 << 20
+"""The Parquet dictionary page limit for answers: a batch's distinct ids must fit, or the
+writer falls back to plain strings (files several times larger)."""
+
+
+def _compact(eids: Any, ids: Any) -> Any:
+    """``ids[eids]`` as a dictionary array over the batch's own distinct ids (a dictionary
+    of every uid would be written whole into every row group)."""
+    import numpy as np
+    import pyarrow as pa
+
+    uniq, inv = np.unique(eids, return_inverse=True)
+    return pa.DictionaryArray.from_arrays(
+        pa.array(inv.astype(np.int32, copy=False)), ids.take(pa.array(uniq))
+    )
+
+
 def _import_duckdb() -> Any:
     try:
         import duckdb
@@ -74,6 +91,7 @@ class DuckRunner:
         self.uids: list[EntityUID] = []
         self.policy_ids: list[str] = []
         self._arrays: tuple[Any, Any, Any] | None = None
+        self._codes: tuple[Any, Any] | None = None
 
     def _uid_arrays(self) -> tuple[Any, Any, Any]:
         import pyarrow as pa
@@ -87,6 +105,15 @@ class DuckRunner:
                 types, ids = t.column("type").combine_chunks(), t.column("id").combine_chunks()
             self._arrays = (types, ids, pa.array(self.policy_ids, pa.string()))
         return self._arrays
+
+    def _type_codes(self) -> tuple[Any, Any]:
+        """Per eid the index of its type in the (few) type names, and the names."""
+        import pyarrow.compute as pc
+
+        if self._codes is None:
+            enc = pc.dictionary_encode(self._uid_arrays()[0])
+            self._codes = (enc.indices.to_numpy(zero_copy_only=False), enc.dictionary)
+        return self._codes
 
     def _uid_list(self, eids: list[int]) -> list[EntityUID]:
         if self.uids:
@@ -145,9 +172,9 @@ class DuckRunner:
 
     def _decode(self, batch: Any, action: EntityUID, reasons: bool, fmt: Format) -> Any:
         """A batch of eids as the answer's columns. For Parquet every column is a
-        dictionary array (the uid columns over the one uid list): no string is copied or
-        hashed, the writer puts the indexes in the file and, the file's schema saying
-        ``string``, readers see text."""
+        dictionary array (types over the type names, ids over the batch's own ids): no
+        string is hashed, the writer puts the indexes in the file and, the file's schema
+        saying ``string``, readers see text."""
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -158,7 +185,11 @@ class DuckRunner:
         dec = batch.column("decision")
         if fmt == "parquet":
             d = pa.DictionaryArray.from_arrays
-            p_t, p_i, r_t, r_i = d(p, types), d(p, ids), d(r, types), d(r, ids)
+            codes, names = self._type_codes()
+            pn = p.to_numpy(zero_copy_only=False)
+            rn = r.to_numpy(zero_copy_only=False)
+            p_t, r_t = d(pa.array(codes[pn]), names), d(pa.array(codes[rn]), names)
+            p_i, r_i = _compact(pn, ids), _compact(rn, ids)
             zeros = pa.array(np.zeros(n, dtype=np.int32))
             a_t = d(zeros, pa.array([action.type], pa.string()))
             a_i = d(zeros, pa.array([action.id], pa.string()))
@@ -221,6 +252,7 @@ class DuckRunner:
                                     batch.schema,
                                     store_schema=False,
                                     write_statistics=False,  # min/max cost half the writing
+                                    dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES,
                                 )
                                 if fmt == "parquet"
                                 else pacsv.CSVWriter(str(path), batch.schema)
