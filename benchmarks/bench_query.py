@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="DuckDB threads")
     ap.add_argument("--output", default=None, help="directory for the Parquet answers")
     ap.add_argument("--files", action="store_true", help="also load entities from Parquet")
+    ap.add_argument("--batch-pairs", type=int, default=None, help="DuckDB matrix batch size")
     ap.add_argument(
         "--check-rows",
         action="store_true",
@@ -279,6 +280,8 @@ def sql_main(args: Any) -> int:
             opts: dict[str, Any] = {}
             if name == "duckdb":
                 opts["threads"] = args.threads
+                if args.batch_pairs:
+                    opts["batch_pairs"] = args.batch_pairs
             else:
                 from polang.datalog.sql.spark import spark_session
 

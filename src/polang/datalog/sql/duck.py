@@ -119,11 +119,16 @@ class DuckRunner:
         if self.uids:
             uids = self.uids
             return [uids[i] for i in eids]
+        import numpy as np
+
         types, ids, _ = self._uid_arrays()
-        return [
+        # one EntityUID per distinct eid (what_can's principal, a resource in each action)
+        uniq, inv = np.unique(np.asarray(eids, dtype=np.int64), return_inverse=True)
+        made = [
             EntityUID(t, i)
-            for t, i in zip(types.take(eids).to_pylist(), ids.take(eids).to_pylist(), strict=True)
+            for t, i in zip(types.take(uniq).to_pylist(), ids.take(uniq).to_pylist(), strict=True)
         ]
+        return [made[k] for k in inv.tolist()]
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:
         return list(self.con.execute(sql).fetchall())
