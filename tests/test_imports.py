@@ -6,11 +6,12 @@ the other tests imported).
 
 from __future__ import annotations
 
-import ast
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 HEAVY = ("networkx", "httpx", "jwt", "yaml", "rich", "lark", "cryptography", "ssl")
 """Libraries a process may never need: each is imported by the call that needs it."""
@@ -38,21 +39,17 @@ NOT_FOR_A_FIRST_DECISION = (
     "tempfile",
     "shutil",
     "urllib.request",
+    # start-up cost for nothing: record classes are polang._record's (``@dataclass``
+    # compiles each class's methods at import, and ``dataclasses`` brings ``inspect``,
+    # ``ast``, ``dis`` and ``tokenize``); ``logging`` for the ``python`` log type only;
+    # ``difflib`` for a misspelt key's hint only
+    "dataclasses",
+    "inspect",
+    "logging",
+    "difflib",
 )
 """Modules a first decision on a directory store without issuers never imports: each is
 imported by the call that needs it (``benchmarks/bench_coldstart.py`` measures the time)."""
-
-REQUEST_PATH_DATACLASSES = {
-    "polang.engine",
-    "polang.logs",
-    "polang.language.entities",
-    "polang.datalog.compiled",
-    "polang.datalog.facts",
-    "polang.datalog.authorizer",
-}
-"""The only modules whose classes a first decision creates with ``@dataclass`` (each costs
-about 0.65 ms at import: the AST, schema, IR, type checker, config and store classes are
-``polang._record`` records instead)."""
 
 
 def modules_after(code: str, *args: str) -> set[str]:
@@ -139,22 +136,17 @@ def test_a_first_decision_uses_sha256_without_openssl_when_it_can(tmp_path: Path
     assert ("hashlib" in modules) == (not own)
 
 
-def test_a_first_decision_generates_no_dataclass_outside_the_request_path(
-    tmp_path: Path,
+@pytest.mark.parametrize(("log_type", "imports_logging"), [("memory", False), ("python", True)])
+def test_logging_comes_in_for_the_python_log_type_only(
+    tmp_path: Path, log_type: str, imports_logging: bool
 ) -> None:
-    code = (
-        FIRST_DECISION + "mods = {c.__module__ for m in list(sys.modules.values())"
-        " if getattr(m, '__name__', '').startswith('polang')"
-        " for c in vars(m).values()"
-        " if isinstance(c, type) and '__dataclass_fields__' in c.__dict__}\n"
-        "print(sorted(m for m in mods if m.startswith('polang')))\n"
+    code = FIRST_DECISION.replace(
+        "sys.argv[1]}",
+        f"sys.argv[1], 'ENGINE_LOG_TYPE': {log_type!r}, 'ENGINE_LOG_LEVEL': 'INFO'}}",
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(write_store(tmp_path))], capture_output=True, text=True
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    made = set(ast.literal_eval(out.stdout.strip().splitlines()[-1]))
-    assert made <= REQUEST_PATH_DATACLASSES, made - REQUEST_PATH_DATACLASSES
+    assert code != FIRST_DECISION
+    modules = modules_after(code, str(write_store(tmp_path)))
+    assert ("logging" in modules) is imports_logging
 
 
 def test_lark_comes_in_for_a_syntax_errors_message_only() -> None:

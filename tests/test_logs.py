@@ -55,7 +55,7 @@ class FakeClock:
 
 def make_logger(log_type: str = "memory", **kw: Any) -> Logger:
     clock = kw.pop("clock", None)
-    settings_kw = {k: kw.pop(k) for k in list(kw) if k in LogSettings.__dataclass_fields__}
+    settings_kw = {k: kw.pop(k) for k in list(kw) if k in LogSettings._fields}
     extra: dict[str, Any] = {}
     if clock is not None:
         extra = {"clock": clock, "monotonic": clock}
@@ -204,6 +204,31 @@ def test_settings_from_mapping_parses_environment_strings() -> None:
         }
     )
     assert s == LogSettings("memory", "DEBUG", 2.5, 7, "billing", "sid")
+
+
+def test_settings_are_a_frozen_value() -> None:
+    """LogSettings is a record (start-up time): equal by value, hashable, immutable,
+    pickled and replaced through its checks."""
+    import dataclasses
+    import pickle
+
+    from polang._record import replace
+
+    s = LogSettings("Memory", "debug", "2.5", "7")
+    assert s == LogSettings("memory", "DEBUG", 2.5, 7) and hash(s) == hash(
+        LogSettings("memory", "DEBUG", 2.5, 7)
+    )
+    assert s != LogSettings("memory", "DEBUG", 2.5, 8)
+    assert repr(s) == (
+        "LogSettings(log_type='memory', level='DEBUG', ttl=2.5, max_items=7,"
+        " application_id='polang', decision_log_default_jwt_id='jti')"
+    )
+    assert pickle.loads(pickle.dumps(s)) == s
+    assert replace(s, level="trace").level == "TRACE"
+    with pytest.raises(ConfigError, match="ENGINE_LOG_TTL"):
+        replace(s, ttl="soon")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.level = "INFO"  # type: ignore[misc]
 
 
 def test_settings_from_mapping_native_values_and_none() -> None:
@@ -461,6 +486,21 @@ def test_python_logging_respects_logging_configuration(caplog: pytest.LogCapture
     records = [r for r in caplog.records if r.name == "polang"]
     assert len(records) == 1
     assert json.loads(records[0].getMessage())["msg"] == "kept"
+
+
+def test_python_level_numbers_are_the_logging_modules() -> None:
+    """The level numbers are written out (``logging`` is imported by a ``python`` log
+    only): they must be ``logging``'s."""
+    from polang.logs import _PY_LEVELS, TRACE_LEVELNO
+
+    assert _PY_LEVELS == {
+        "FATAL": logging.CRITICAL,
+        "ERROR": logging.ERROR,
+        "WARN": logging.WARNING,
+        "INFO": logging.INFO,
+        "DEBUG": logging.DEBUG,
+        "TRACE": TRACE_LEVELNO,
+    }
 
 
 # --------------------------------------------------------------------------- memory log

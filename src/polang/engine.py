@@ -14,10 +14,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from polang._record import Record
 from polang.config import Config
 from polang.datalog.authorizer import Authorizer
 from polang.datalog.facts import EntityFacts, Request
@@ -64,27 +64,54 @@ METRICS_INTERVAL = 60.0
 
 # ---------------------------------------------------------------- results
 
-
-@dataclass(frozen=True, slots=True)
-class Diagnostics:
-    reason: list[str] = field(default_factory=list)
-    errors: list[dict[str, str]] = field(default_factory=list)
+_set = object.__setattr__
 
 
-@dataclass(frozen=True, slots=True)
-class Response:
+class Diagnostics(Record):
+    """Why a decision came out as it did: the policies that determined it and the
+    policies that errored."""
+
+    __slots__ = ("errors", "reason")
+    reason: list[str]
+    errors: list[dict[str, str]]
+
+    def __init__(
+        self, reason: list[str] | None = None, errors: list[dict[str, str]] | None = None
+    ) -> None:
+        _set(self, "reason", [] if reason is None else reason)
+        _set(self, "errors", [] if errors is None else errors)
+
+
+class Response(Record):
+    __slots__ = ("decision", "diagnostics")
     decision: str  # "allow" | "deny"
     diagnostics: Diagnostics
 
+    def __init__(self, decision: str, diagnostics: Diagnostics) -> None:
+        _set(self, "decision", decision)
+        _set(self, "diagnostics", diagnostics)
 
-@dataclass(frozen=True, slots=True)
-class AuthorizeResult:
+
+class AuthorizeResult(Record):
     """The answer to one request (the shape of ``spec/decisions.md``)."""
 
+    __slots__ = ("decision", "dropped_tokens", "request_id", "response")
     decision: bool
     request_id: str
     response: Response
-    dropped_tokens: list[DroppedToken] | None = None
+    dropped_tokens: list[DroppedToken] | None
+
+    def __init__(
+        self,
+        decision: bool,
+        request_id: str,
+        response: Response,
+        dropped_tokens: list[DroppedToken] | None = None,
+    ) -> None:
+        _set(self, "decision", decision)
+        _set(self, "request_id", request_id)
+        _set(self, "response", response)
+        _set(self, "dropped_tokens", dropped_tokens)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -145,17 +172,22 @@ def _new_result(
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class BatchItemError:
+class BatchItemError(Record):
     """A batch item that could not be decided (its request was malformed or did not fit
     the schema): the ``error`` the single call would have raised, in the item's slot.
 
     ``decision`` is ``False``, so code that reads only ``result.decision`` denies.
     """
 
+    __slots__ = ("decision", "error", "index")
     index: int
     error: PolangError
-    decision: bool = False
+    decision: bool
+
+    def __init__(self, index: int, error: PolangError, decision: bool = False) -> None:
+        _set(self, "index", index)
+        _set(self, "error", error)
+        _set(self, "decision", decision)
 
     @property
     def kind(self) -> str:
@@ -210,8 +242,20 @@ def token_settings(config: Config, ssl_context: ssl.SSLContext | None = None) ->
     )
 
 
-@dataclass(slots=True)
-class _Snapshot:
+class _Snapshot(Record):
+    __slots__ = (
+        "action_token_problems",
+        "authorizer",
+        "clean_checks",
+        "facts",
+        "lock",
+        "make_tokens",
+        "multi_issuer_problems",
+        "processor",
+        "store",
+        "tokens_required",
+    )
+    _frozen: ClassVar[bool] = False
     store: PolicyStore
     authorizer: Authorizer
     facts: EntityFacts
@@ -220,17 +264,41 @@ class _Snapshot:
     entities are facts), else on the first multi-issuer request (start-up time)."""
     multi_issuer_problems: list[str]
     """What the schema lacks for any multi-issuer request (issuers, token types)."""
-    action_token_problems: dict[EntityUID, list[str]] = field(default_factory=dict)
+    action_token_problems: dict[EntityUID, list[str]]
     """Per action: what its context lacks to carry ``context.tokens`` (checked only for
     the actions multi-issuer requests use)."""
-    tokens_required: frozenset[EntityUID] = frozenset()
+    tokens_required: frozenset[EntityUID]
     """Actions whose context declares ``tokens`` required (not ``tokens?``)."""
-    processor: TokenProcessor | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    clean_checks: dict[tuple[EntityUID, str | None, str], bool] = field(default_factory=dict)
+    processor: TokenProcessor | None
+    lock: threading.Lock
+    clean_checks: dict[tuple[EntityUID, str | None, str], bool]
     """(action, principal type, resource type) of requests whose schema check found nothing
     with a context the parse already conformed (plain types only: the check's answer is the
     same for every uid of them). Bounded by the schema's actions and types."""
+
+    def __init__(
+        self,
+        store: PolicyStore,
+        authorizer: Authorizer,
+        facts: EntityFacts,
+        make_tokens: Callable[[], TokenProcessor],
+        multi_issuer_problems: list[str],
+        action_token_problems: dict[EntityUID, list[str]] | None = None,
+        tokens_required: frozenset[EntityUID] = frozenset(),
+        processor: TokenProcessor | None = None,
+        lock: threading.Lock | None = None,
+        clean_checks: dict[tuple[EntityUID, str | None, str], bool] | None = None,
+    ) -> None:
+        self.store = store
+        self.authorizer = authorizer
+        self.facts = facts
+        self.make_tokens = make_tokens
+        self.multi_issuer_problems = multi_issuer_problems
+        self.action_token_problems = {} if action_token_problems is None else action_token_problems
+        self.tokens_required = tokens_required
+        self.processor = processor
+        self.lock = threading.Lock() if lock is None else lock
+        self.clean_checks = {} if clean_checks is None else clean_checks
 
     @property
     def tokens(self) -> TokenProcessor:

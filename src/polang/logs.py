@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import logging
 import math
 import os
 import re
@@ -20,10 +19,13 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
+from polang._record import Record
 from polang.errors import ConfigError, PolangError, TokenError
+
+if TYPE_CHECKING:
+    import logging
 
 __all__ = [
     "DEFAULT_APPLICATION_ID",
@@ -55,15 +57,21 @@ REDACTED_TOKEN: Final = "[redacted JWT]"
 
 _SEVERITY: Final = {name: len(LEVELS) - i for i, name in enumerate(LEVELS)}
 TRACE_LEVELNO: Final = 5
+_PY_INFO: Final = 20
+# The stdlib ``logging`` level numbers (CRITICAL, ERROR, WARNING, INFO, DEBUG: fixed by its
+# documentation), written out so that the module is imported only by a ``python`` log
+# (start-up time); tests/test_logs.py compares them with ``logging``'s.
 _PY_LEVELS: Final = {
-    "FATAL": logging.CRITICAL,
-    "ERROR": logging.ERROR,
-    "WARN": logging.WARNING,
-    "INFO": logging.INFO,
-    "DEBUG": logging.DEBUG,
+    "FATAL": 50,
+    "ERROR": 40,
+    "WARN": 30,
+    "INFO": _PY_INFO,
+    "DEBUG": 10,
     "TRACE": TRACE_LEVELNO,
 }
 PYTHON_LOGGER_NAME: Final = "polang"
+
+_set = object.__setattr__
 
 # Fields every entry carries, plus those of each kind: caller extras may not shadow them.
 _COMMON_FIELDS: Final = frozenset({"id", "timestamp", "log_kind", "application_id", "pdp_id"})
@@ -519,38 +527,55 @@ SETTING_KEYS: Final = {
 }
 
 
-@dataclass(frozen=True)
-class LogSettings:
-    """How the engine logs; ``ttl`` and ``max_items`` apply to the memory log (0 = no limit)."""
+class LogSettings(Record):
+    """How the engine logs; ``ttl`` and ``max_items`` apply to the memory log (0 = no limit).
 
-    log_type: str = "off"
-    level: str = "WARN"
-    ttl: float = 60.0
-    max_items: int = 10000
-    application_id: str = DEFAULT_APPLICATION_ID
-    decision_log_default_jwt_id: str = "jti"
+    Every value is checked and normalised on construction (``ConfigError`` naming the
+    ``ENGINE_*`` property).
+    """
 
-    def __post_init__(self) -> None:
-        lt = self.log_type.strip().lower() if isinstance(self.log_type, str) else None
+    __slots__ = (
+        "application_id",
+        "decision_log_default_jwt_id",
+        "level",
+        "log_type",
+        "max_items",
+        "ttl",
+    )
+    log_type: str
+    level: str
+    ttl: float
+    max_items: int
+    application_id: str
+    decision_log_default_jwt_id: str
+
+    def __init__(
+        self,
+        log_type: str = "off",
+        level: str = "WARN",
+        ttl: float = 60.0,
+        max_items: int = 10000,
+        application_id: str = DEFAULT_APPLICATION_ID,
+        decision_log_default_jwt_id: str = "jti",
+    ) -> None:
+        lt = log_type.strip().lower() if isinstance(log_type, str) else None
         if lt not in LOG_TYPES:
-            raise ConfigError(
-                f"ENGINE_LOG_TYPE: {self.log_type!r} is not one of {', '.join(LOG_TYPES)}"
-            )
-        object.__setattr__(self, "log_type", lt)
+            raise ConfigError(f"ENGINE_LOG_TYPE: {log_type!r} is not one of {', '.join(LOG_TYPES)}")
+        _set(self, "log_type", lt)
         try:
-            level = _norm_level(self.level, "ENGINE_LOG_LEVEL")
+            _set(self, "level", _norm_level(level, "ENGINE_LOG_LEVEL"))
         except LogError as exc:
             raise ConfigError(str(exc)) from None
-        object.__setattr__(self, "level", level)
-        object.__setattr__(self, "ttl", _parse_seconds("ENGINE_LOG_TTL", self.ttl))
-        object.__setattr__(self, "max_items", _parse_int("ENGINE_LOG_MAX_ITEMS", self.max_items))
-        for key, attr in (
-            ("ENGINE_APPLICATION_NAME", "application_id"),
-            ("ENGINE_DECISION_LOG_DEFAULT_JWT_ID", "decision_log_default_jwt_id"),
+        _set(self, "ttl", _parse_seconds("ENGINE_LOG_TTL", ttl))
+        _set(self, "max_items", _parse_int("ENGINE_LOG_MAX_ITEMS", max_items))
+        for key, value in (
+            ("ENGINE_APPLICATION_NAME", application_id),
+            ("ENGINE_DECISION_LOG_DEFAULT_JWT_ID", decision_log_default_jwt_id),
         ):
-            value = getattr(self, attr)
             if not isinstance(value, str) or not value.strip():
                 raise ConfigError(f"{key}: expected a non-empty string, got {value!r}")
+        _set(self, "application_id", application_id)
+        _set(self, "decision_log_default_jwt_id", decision_log_default_jwt_id)
 
     @classmethod
     def from_mapping(cls, d: Mapping[str, object]) -> LogSettings:
@@ -863,6 +888,8 @@ class Logger:
         if self._type == "memory":
             self.memory = MemoryLog(self.settings.ttl, self.settings.max_items, clock=monotonic)
         elif self._type == "python":
+            import logging  # only this log type needs it (start-up time)
+
             if logging.getLevelName(TRACE_LEVELNO) == f"Level {TRACE_LEVELNO}":
                 logging.addLevelName(TRACE_LEVELNO, "TRACE")
             self._py = logging.getLogger(PYTHON_LOGGER_NAME)
@@ -940,7 +967,7 @@ class Logger:
         """
         if self._type == "off":
             return None
-        if self._py is not None and not self._py.isEnabledFor(logging.INFO):
+        if self._py is not None and not self._py.isEnabledFor(_PY_INFO):
             return None
         if isinstance(decision, bool):
             verdict = "ALLOW" if decision else "DENY"
@@ -1004,7 +1031,7 @@ class Logger:
         """Write one Metric entry; a timing given as a number is a summary of one sample."""
         if self._type == "off":
             return None
-        if self._py is not None and not self._py.isEnabledFor(logging.INFO):
+        if self._py is not None and not self._py.isEnabledFor(_PY_INFO):
             return None
         _check_extra(extra, _METRIC_FIELDS, "Metric")
         c: dict[str, int] = {}

@@ -7,9 +7,9 @@ This is the language-level entry point (schema, policies and entities in, decisi
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
+from polang._record import Record
 from polang.datalog.compiled import CompiledBackend, RawDecision
 from polang.datalog.facts import EntityFacts, Request
 from polang.datalog.ir import Program
@@ -19,24 +19,44 @@ from polang.language.ast import Policy
 from polang.language.entities import Entity, EntityStore
 from polang.language.values import EntityUID, RecordValue
 
+_set = object.__setattr__
 
-@dataclass(frozen=True, slots=True)
-class PolicyErrorInfo:
+
+class PolicyErrorInfo(Record):
     """A policy whose evaluation errored: it did not apply (the language's semantics)."""
 
+    __slots__ = ("error", "kind", "policy_id")
     policy_id: str
     error: str
-    kind: str = "evaluation"
+    kind: str
+
+    def __init__(self, policy_id: str, error: str, kind: str = "evaluation") -> None:
+        _set(self, "policy_id", policy_id)
+        _set(self, "error", error)
+        _set(self, "kind", kind)
 
     def to_dict(self) -> dict[str, str]:
         return {"policy_id": self.policy_id, "error": self.error}
 
 
-@dataclass(slots=True)
-class Decision:
+class Decision(Record):
+    """An authorizer's answer: the decision, the determining policies, the erroring ones."""
+
+    __slots__ = ("allow", "errors", "reasons")
+    _frozen: ClassVar[bool] = False
     allow: bool
-    reasons: list[str] = field(default_factory=list)
-    errors: list[PolicyErrorInfo] = field(default_factory=list)
+    reasons: list[str]
+    errors: list[PolicyErrorInfo]
+
+    def __init__(
+        self,
+        allow: bool,
+        reasons: list[str] | None = None,
+        errors: list[PolicyErrorInfo] | None = None,
+    ) -> None:
+        self.allow = allow
+        self.reasons = [] if reasons is None else reasons
+        self.errors = [] if errors is None else errors
 
     @property
     def decision(self) -> str:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from polang._record import Record
 from polang.datalog.builtins import TESTS, builtin
 from polang.datalog.codegen import CompactRules, compile_compact
 from polang.datalog.facts import EntityFacts, Request
@@ -34,6 +34,8 @@ RunFn = Callable[[Request, EntityFacts, Any, Any], Any]
 resource_entity)``, the entities as ``facts.get`` gives them (``None`` when absent)."""
 
 REQUEST_VARS = ("principal", "action", "resource", "context")
+
+_set = object.__setattr__
 
 
 def _bool_error(v: Any) -> EvaluationError:
@@ -57,8 +59,9 @@ def _request_var(name: str) -> Fn:
     return lambda r, _fx: r.context
 
 
-@dataclass(slots=True)
-class CompiledPolicy:
+class CompiledPolicy(Record):
+    __slots__ = ("_cond", "info", "keys", "make_cond", "run", "scope")
+    _frozen: ClassVar[bool] = False
     info: PolicyInfo
     scope: ScopeFn
     run: RunFn
@@ -66,7 +69,24 @@ class CompiledPolicy:
     ``OUT_OF_SCOPE`` or the condition's value (generated code where possible)."""
     keys: ScopeKeys
     make_cond: Callable[[], Fn]
-    _cond: Fn | None = None
+    _cond: Fn | None
+    """The condition, once built (a cache: not compared, shown or copied)."""
+
+    def __init__(
+        self,
+        info: PolicyInfo,
+        scope: ScopeFn,
+        run: RunFn,
+        keys: ScopeKeys,
+        make_cond: Callable[[], Fn],
+        _cond: Fn | None = None,
+    ) -> None:
+        self.info = info
+        self.scope = scope
+        self.run = run
+        self.keys = keys
+        self.make_cond = make_cond
+        self._cond = _cond
 
     @property
     def cond(self) -> Fn:
@@ -77,26 +97,54 @@ class CompiledPolicy:
         return c
 
 
-@dataclass(slots=True)
-class PolicyOutcome:
+class PolicyOutcome(Record):
     """What one policy did for one request."""
 
+    __slots__ = ("error", "policy_id", "scope", "value")
+    _frozen: ClassVar[bool] = False
     policy_id: str
     scope: bool
-    value: Any = None  # the condition's Bool when it evaluated
-    error: EvaluationError | None = None
+    value: Any  # the condition's Bool when it evaluated
+    error: EvaluationError | None
+
+    def __init__(
+        self,
+        policy_id: str,
+        scope: bool,
+        value: Any = None,
+        error: EvaluationError | None = None,
+    ) -> None:
+        self.policy_id = policy_id
+        self.scope = scope
+        self.value = value
+        self.error = error
 
 
-@dataclass(slots=True)
-class RawDecision:
+class RawDecision(Record):
+    """A backend's answer: the decision, the determining policies, the erroring ones and
+    (traced decisions) what each policy did."""
+
+    __slots__ = ("allow", "errors", "outcomes", "reasons")
+    _frozen: ClassVar[bool] = False
     allow: bool
     reasons: list[str]
     errors: list[tuple[str, EvaluationError]]
-    outcomes: list[PolicyOutcome] = field(default_factory=list)
+    outcomes: list[PolicyOutcome]
+
+    def __init__(
+        self,
+        allow: bool,
+        reasons: list[str],
+        errors: list[tuple[str, EvaluationError]],
+        outcomes: list[PolicyOutcome] | None = None,
+    ) -> None:
+        self.allow = allow
+        self.reasons = reasons
+        self.errors = errors
+        self.outcomes = [] if outcomes is None else outcomes
 
 
-@dataclass(frozen=True, slots=True)
-class Shape:
+class Shape(Record):
     """What a value predicate's rule group computes, when it is one of the lowering's forms.
 
     ``kind``: ``const`` (``value``), ``alias`` (the value of ``preds[0]``), ``call``
@@ -105,11 +153,26 @@ class Shape:
     lowering of ``is T in E``), or ``rules`` (none of these: interpret the rules).
     """
 
+    __slots__ = ("consts", "kind", "op", "preds", "value")
     kind: str
-    preds: tuple[str, ...] = ()
-    value: Any = None
-    op: str = ""
-    consts: tuple[Any, ...] = ()
+    preds: tuple[str, ...]
+    value: Any
+    op: str
+    consts: tuple[Any, ...]
+
+    def __init__(
+        self,
+        kind: str,
+        preds: tuple[str, ...] = (),
+        value: Any = None,
+        op: str = "",
+        consts: tuple[Any, ...] = (),
+    ) -> None:
+        _set(self, "kind", kind)
+        _set(self, "preds", preds)
+        _set(self, "value", value)
+        _set(self, "op", op)
+        _set(self, "consts", consts)
 
 
 _RULES = Shape("rules")
@@ -495,8 +558,7 @@ def _getter(name: str) -> Callable[[Request], Any]:
 _KEY_RANK = {"eq": 3, "in": 2, "in_any": 1, "is": 0}
 
 
-@dataclass(frozen=True, slots=True)
-class ScopeKeys:
+class ScopeKeys(Record):
     """A scope rule split into index keys and the literals left to check per request.
 
     Per request variable, ``keys`` holds the one literal the candidate index answers
@@ -507,9 +569,17 @@ class ScopeKeys:
     policy's function still checks.
     """
 
+    __slots__ = ("bound", "keys", "residual")
     keys: dict[str, tuple[str, Any]]
     bound: frozenset[str]
     residual: tuple[Any, ...]
+
+    def __init__(
+        self, keys: dict[str, tuple[str, Any]], bound: frozenset[str], residual: tuple[Any, ...]
+    ) -> None:
+        _set(self, "keys", keys)
+        _set(self, "bound", bound)
+        _set(self, "residual", residual)
 
 
 def scope_keys(body: Sequence[Any]) -> ScopeKeys:

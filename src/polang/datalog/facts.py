@@ -18,9 +18,9 @@ asserts them as facts.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from polang._record import Record
 from polang.language.entities import Entity, EntityStore
 from polang.language.values import EntityUID, RecordValue, Value
 
@@ -341,8 +341,7 @@ class EntityFacts:
                 yield (e.uid, a)
 
 
-@dataclass(slots=True)
-class Request:
+class Request(Record):
     """The request facts: ``principal(P)``, ``action(A)``, ``resource(R)``, ``context(C)``.
 
     ``principal`` may be ``None`` (unsigned requests without a principal, multi-issuer
@@ -350,10 +349,24 @@ class Request:
     and the variable ``principal`` has no value.
     """
 
+    __slots__ = ("action", "context", "principal", "resource")
+    _frozen: ClassVar[bool] = False
     principal: EntityUID | None
     action: EntityUID
     resource: EntityUID
-    context: RecordValue = field(default_factory=RecordValue)
+    context: RecordValue
+
+    def __init__(
+        self,
+        principal: EntityUID | None,
+        action: EntityUID,
+        resource: EntityUID,
+        context: RecordValue | None = None,
+    ) -> None:
+        self.principal = principal
+        self.action = action
+        self.resource = resource
+        self.context = RecordValue() if context is None else context
 
     def var(self, name: str) -> Value | None:
         if name == "principal":

@@ -7,12 +7,11 @@ ends in the same model.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
+from polang._record import Record
 from polang.errors import EntityError, EvaluationError, RequestError
 from polang.jsonlimits import MAX_JSON_DEPTH
 from polang.language.schema import (
@@ -44,12 +43,27 @@ from polang.language.values import (
 )
 
 
-@dataclass(slots=True)
-class Entity:
+class Entity(Record):
+    """An entity: its uid, attributes, parents and tags (mutable: stores build them up)."""
+
+    __slots__ = ("attrs", "parents", "tags", "uid")
+    _frozen: ClassVar[bool] = False
     uid: EntityUID
-    attrs: dict[str, Value] = field(default_factory=dict)
-    parents: set[EntityUID] = field(default_factory=set)
-    tags: dict[str, Value] = field(default_factory=dict)
+    attrs: dict[str, Value]
+    parents: set[EntityUID]
+    tags: dict[str, Value]
+
+    def __init__(
+        self,
+        uid: EntityUID,
+        attrs: dict[str, Value] | None = None,
+        parents: set[EntityUID] | None = None,
+        tags: dict[str, Value] | None = None,
+    ) -> None:
+        self.uid = uid
+        self.attrs = {} if attrs is None else attrs
+        self.parents = set() if parents is None else parents
+        self.tags = {} if tags is None else tags
 
 
 class EntityStore:
@@ -462,6 +476,8 @@ def _unknown_key(o: dict[str, Any], path: str) -> _Bad | None:
         if k not in ENTITY_KEYS:
             key = str(k)
             shown = key if len(key) <= 40 else key[:40] + "..."
+            import difflib  # on use: a misspelt key's hint only
+
             close = difflib.get_close_matches(key[:40], ENTITY_KEYS, n=1, cutoff=0.6)
             hint = f'; did you mean "{close[0]}"?' if close else ""
             return _Bad(
