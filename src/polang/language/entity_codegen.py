@@ -247,8 +247,8 @@ class _Writer:
         return fields
 
     def entity(self, ind: int, fields: str, parents: str, tags: str) -> None:
-        """Return ``Entity(uid, fields, parents, tags)``, its slots set directly (the
-        dataclass's ``__init__`` checks for default factories: about twice the time)."""
+        """Return ``Entity(uid, fields, parents, tags)``, its slots set directly (a call to
+        ``Entity.__init__``, which checks for omitted defaults, costs about 0.1 us more)."""
         self.emit(ind, "e = _onew(_Entity)")
         self.emit(ind, "e.uid = uid")
         self.emit(ind, f"e.attrs = {fields}")
