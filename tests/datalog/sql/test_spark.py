@@ -71,3 +71,56 @@ def test_spark_and_duckdb_give_the_same_rows(spark: Any, tmp_path: Path) -> None
     finally:
         duck.close()
         se.close()
+
+
+def test_spark_files_name_policies_like_duckdb_and_an_empty_answer_is_a_file(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Answers written by Spark carry policy ids (not its internal indexes), in every
+    format; a query no policy applies to writes an empty answer with the same columns."""
+    import pyarrow.parquet as pq
+
+    from polang.datalog.sql.spark import SparkEngine
+
+    rng = random.Random(5)
+    auth = Authorizer(parse_policies(random_policies(rng, 4, context=False)))
+    facts = EntityFacts(random_entities(rng, users=5, docs=5))
+    ctx = RecordValue({"mfa": True, "level": 1})
+    duck = DuckDBEngine(auth.program, facts, udf=False)
+    se = SparkEngine(auth.program, facts, spark=spark)
+    try:
+        duck.access_matrix(ctx, output=tmp_path / "d.parquet", reasons=True)
+        se.access_matrix(ctx, output=tmp_path / "s", reasons=True)
+        key = ("principal_id", "action_id", "resource_id", "decision", "reasons", "residuals")
+
+        def rows(table: Any) -> list[tuple[Any, ...]]:
+            cols = table.to_pydict()
+            return sorted(zip(*(cols[k] for k in key), strict=True))
+
+        want = rows(pq.read_table(tmp_path / "d.parquet"))
+        assert want and any(r[4] for r in want)
+        assert rows(pq.read_table(tmp_path / "s")) == want
+        se.access_matrix(ctx, output=tmp_path / "c", format="csv", reasons=True)
+        csv_reasons = sorted(
+            r["reasons"] or ""
+            for r in spark.read.option("header", "true").csv(str(tmp_path / "c")).collect()
+        )
+        assert csv_reasons == sorted(" ".join(r[4]) for r in want)
+
+        nobody = Authorizer(
+            parse_policies('@id("p") permit(principal, action, resource) when { false };')
+        )
+        empty = SparkEngine(nobody.program, facts, spark=spark)
+        try:
+            for fmt in ("parquet", "csv", "jsonl"):
+                res = empty.access_matrix(
+                    ctx, output=tmp_path / f"e-{fmt}", format=fmt, reasons=True
+                )
+                assert res.stats.rows == 0
+                assert (tmp_path / f"e-{fmt}").is_dir()
+            assert pq.read_table(tmp_path / "e-parquet").num_rows == 0
+        finally:
+            empty.close()
+    finally:
+        duck.close()
+        se.close()

@@ -447,59 +447,39 @@ class _Run:
     ) -> list[Any]:
         """A side's matrix (with reasons) staged as Parquet and registered as the view
         ``name``; its fallbacks."""
-        target: Path | None = self.dir / name
+        target = self.dir / name
         eng = self._sql_engine(authorizer, side, files)
         try:
-            ids = list(eng.policy_ids)
-            try:
-                res = eng.access_matrix(
-                    ctx, actions=actions, output=target, format="parquet", reasons=True
-                )
-                fallbacks = list(res.fallbacks)
-            except SqlError as e:
-                if self.engine != "spark" or not str(e).startswith("no policy applies"):
-                    raise
-                fallbacks = []  # Spark writes nothing for an empty answer
-                target = None
+            res = eng.access_matrix(
+                ctx, actions=actions, output=target, format="parquet", reasons=True
+            )
+            fallbacks = list(res.fallbacks)
         finally:
             close = getattr(eng, "close", None)
             if close is not None:
                 close()
-        self._register(name, target, ids)
+        self._register(name, target)
         return fallbacks
 
-    def _register(self, name: str, target: Path | None, ids: list[str]) -> None:
-        """The staged rows as the view ``name``, reasons and residuals as policy ids (Spark
-        writes them as indexes into the engine's ``policy_ids``: mapped here)."""
-        text = "VARCHAR" if self.con is not None else "STRING"
-        keys = ", ".join(f"CAST(NULL AS {text}) AS {c}" for c in KEYS)
-        empty = (
-            f"SELECT {keys}, CAST(NULL AS {text}) AS decision, {self.dialect.empty()} AS "
-            f"reasons, {self.dialect.empty()} AS residuals WHERE 1 = 0"
-        )
-        if self.con is not None:
-            select = empty if target is None else f"SELECT * FROM read_parquet({_lit(target)})"
-            self.con.execute(f"CREATE OR REPLACE VIEW {name} AS {select}")
-            return
+    def _register(self, name: str, target: Path | None) -> None:
+        """The staged rows (reasons and residuals as policy ids) as the view ``name``; no
+        rows at all when ``target`` is None."""
         if target is None:
-            self.spark.sql(empty).createOrReplaceTempView(name)
+            text = "VARCHAR" if self.con is not None else "STRING"
+            keys = ", ".join(f"CAST(NULL AS {text}) AS {c}" for c in KEYS)
+            select = (
+                f"SELECT {keys}, CAST(NULL AS {text}) AS decision, {self.dialect.empty()} AS "
+                f"reasons, {self.dialect.empty()} AS residuals WHERE 1 = 0"
+            )
+        elif self.con is not None:
+            select = f"SELECT * FROM read_parquet({_lit(target)})"
+        else:
+            self.spark.read.parquet(str(target)).createOrReplaceTempView(name)
             return
-        df = self.spark.read.parquet(str(target))
-        if df.schema["reasons"].dataType.elementType.typeName() == "string":
-            df.createOrReplaceTempView(name)
-            return
-        df.createOrReplaceTempView(f"{name}_raw")
-        self.spark.createDataFrame([(ids,)], "ids array<string>").createOrReplaceTempView(
-            f"{name}_ids"
-        )
-        cols = ", ".join(f"r.{c}" for c in (*KEYS, "decision"))
-        lists = ", ".join(
-            f"transform(r.{c}, i -> element_at(x.ids, CAST(i AS INT) + 1)) AS {c}"
-            for c in ("reasons", "residuals")
-        )
-        self.spark.sql(
-            f"SELECT {cols}, {lists} FROM {name}_raw AS r CROSS JOIN {name}_ids AS x"
-        ).createOrReplaceTempView(name)
+        if self.con is not None:
+            self.con.execute(f"CREATE OR REPLACE VIEW {name} AS {select}")
+        else:
+            self.spark.sql(select).createOrReplaceTempView(name)
 
     def _names(self, o: Side, n: Side) -> None:
         old_names, new_names = list(o.authorizer.policies), list(n.authorizer.policies)
@@ -536,7 +516,7 @@ class _Run:
         self._names(o, n)
         if actions == []:
             for v in ("om", "nm"):
-                self._register(v, None, [])
+                self._register(v, None)
         else:
             fb_o = self.matrix("om", o.authorizer, o, ctx, actions, self.files["old"])
             fb_n = self.matrix("nm", n.authorizer, n, ctx, actions, self.files["new"])

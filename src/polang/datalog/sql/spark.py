@@ -69,6 +69,7 @@ class SparkRunner:
 
     def __init__(self, spark: Any) -> None:
         self.spark = spark
+        self.policy_ids: list[str] = []  # set by the engine: reasons are written as ids
 
     def rows(self, job: Job, reasons: bool) -> list[tuple[Any, ...]]:
         out: list[tuple[Any, ...]] = []
@@ -86,13 +87,26 @@ class SparkRunner:
 
     def write(self, jobs: Sequence[Job], path: Path, fmt: Format, reasons: bool) -> int:
         """One Spark write of every job's rows: ``path`` becomes a directory of part files."""
-        if not jobs:
-            raise SqlError("no policy applies to the query: nothing to write")
-        dfs = [self.spark.sql(j.text_sql) for j in jobs]
-        df = functools.reduce(lambda a, b: a.unionByName(b), dfs)
-        if reasons and fmt == "csv":
-            from pyspark.sql import functions as F
+        from pyspark.sql import functions as F
 
+        if jobs:
+            dfs = [self.spark.sql(j.text_sql) for j in jobs]
+            df = functools.reduce(lambda a, b: a.unionByName(b), dfs)
+        else:  # no policy applies: an empty answer, with the same columns
+            lists = ", reasons array<string>, residuals array<string>" if reasons else ""
+            df = self.spark.createDataFrame(
+                [],
+                "principal_type string, principal_id string, action_type string, "
+                f"action_id string, resource_type string, resource_id string, decision string"
+                f"{lists}",
+            )
+        if reasons and jobs:  # policy indexes -> policy ids, as DuckDB writes them
+            none = F.array().cast("array<string>")
+            ids = F.array(*[F.lit(i) for i in self.policy_ids]) if self.policy_ids else none
+            for name in ("reasons", "residuals"):
+                named = F.transform(name, lambda i: F.element_at(ids, i.cast("int") + 1))
+                df = df.withColumn(name, F.coalesce(named, none))  # no list: an empty one
+        if reasons and fmt == "csv":
             df = df.withColumn("reasons", F.array_join("reasons", " ")).withColumn(
                 "residuals", F.array_join("residuals", " ")
             )
@@ -105,6 +119,8 @@ class SparkRunner:
             back = self.spark.read.option("header", "true").csv(str(path))
         else:
             w.json(str(path))
+            if not jobs:  # nothing to infer a JSON schema from
+                return 0
             back = self.spark.read.json(str(path))
         return int(back.count())
 
@@ -167,6 +183,9 @@ class SparkEngine(SqlEngine):
             count_of=lambda types: sum(counts.get(t, 0) for t in types),
             batch_pairs=2**62,  # one query per action: Spark partitions the work itself
         )
+        runner = self.runner
+        assert isinstance(runner, SparkRunner)
+        runner.policy_ids = self.policy_ids
 
     def close(self) -> None:
         if self._tmp is not None:
