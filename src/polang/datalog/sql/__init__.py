@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from polang.datalog.facts import EntityFacts
 from polang.datalog.ir import Program
 from polang.language.entities import Entity
 from polang.language.schema import Schema
@@ -48,7 +49,7 @@ def _parts(source: Any) -> tuple[Program, Any, Schema | None]:
 
 def sql_engine(
     source: Any,
-    entities: Iterable[Entity] | None = None,
+    entities: EntityFacts | Iterable[Entity] | None = None,
     schema: Schema | None = None,
     *,
     engine: str = "duckdb",
@@ -87,7 +88,7 @@ def sql_access_matrix(
     source: Any,
     context: RecordValue | Mapping[str, Any] | None = None,
     *,
-    entities: Iterable[Entity] | None = None,
+    entities: EntityFacts | Iterable[Entity] | None = None,
     schema: Schema | None = None,
     engine: str = "duckdb",
     files: Sequence[str | Path] | None = None,
@@ -110,7 +111,7 @@ def sql_who_can(
     resource: EntityUID,
     context: RecordValue | Mapping[str, Any] | None = None,
     *,
-    entities: Iterable[Entity] | None = None,
+    entities: EntityFacts | Iterable[Entity] | None = None,
     schema: Schema | None = None,
     engine: str = "duckdb",
     files: Sequence[str | Path] | None = None,
@@ -132,7 +133,7 @@ def sql_what_can(
     action: EntityUID | None = None,
     context: RecordValue | Mapping[str, Any] | None = None,
     *,
-    entities: Iterable[Entity] | None = None,
+    entities: EntityFacts | Iterable[Entity] | None = None,
     schema: Schema | None = None,
     engine: str = "duckdb",
     files: Sequence[str | Path] | None = None,
