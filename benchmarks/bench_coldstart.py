@@ -27,7 +27,10 @@ on a shared machine it moves less, since it leaves out the time spent waiting fo
 
 ``--baseline SRC`` adds the polang rows once more with ``PYTHONPATH=SRC`` (another
 checkout's ``src``, e.g. ``git archive <commit> | tar -x -C /tmp/base``), interleaved with
-the others: before and after measured side by side under the same load.
+the others: before and after measured side by side under the same load. A bare ``src``
+has no ``polang.rules`` (the package maps it from the repository's ``rules/``): run from an
+editable install (``pip install -e``), whose finder supplies it, or give an installed tree
+(a ``site-packages``, or ``pip install --target DIR <checkout>``).
 """
 
 from __future__ import annotations
