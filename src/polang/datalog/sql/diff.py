@@ -47,17 +47,9 @@ from polang.language.entities import Entity
 from polang.language.values import EntityUID, RecordValue
 
 from . import ENGINES, sql_engine
-from .engine import FORMATS, Format
+from .engine import FORMATS, KEYS, Format
 from .tables import SqlError
 
-KEYS = (
-    "principal_type",
-    "principal_id",
-    "action_type",
-    "action_id",
-    "resource_type",
-    "resource_id",
-)
 COLUMNS = ("change", *KEYS, "before", "after", "policies", "previous_policies", "residuals")
 """The columns of a diff written to a file (``policies``, ``previous_policies`` and
 ``residuals`` are lists of policy ids; space-separated in CSV)."""

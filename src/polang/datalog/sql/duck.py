@@ -22,7 +22,7 @@ from polang.language.entities import Entity
 from polang.language.schema import Schema
 from polang.language.values import EntityUID, RecordValue
 
-from .engine import DEFAULT_BATCH_PAIRS, Format, Job, SqlEngine
+from .engine import DEFAULT_BATCH_PAIRS, KEYS, Format, Job, SqlEngine
 from .lower import ANC, Layout
 from .plan import UDF_NAME, Population, is_action_type, read_program
 from .tables import SqlError, TableSpec, _Mismatch, convert, entity_uids, program_uids, table_spec
@@ -299,9 +299,7 @@ class DuckRunner:
         import pyarrow.csv as pacsv
         import pyarrow.parquet as pq
 
-        names = ["principal_type", "principal_id", "action_type", "action_id"]
-        names += ["resource_type", "resource_id", "decision"]
-        fields = [(n, pa.string()) for n in names]
+        fields = [(n, pa.string()) for n in (*KEYS, "decision")]
         if reasons:
             lt = pa.string() if fmt == "csv" else pa.list_(pa.string())
             fields += [("reasons", lt), ("residuals", lt)]

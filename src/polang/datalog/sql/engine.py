@@ -26,6 +26,16 @@ from .tables import SqlError
 
 Format = Literal["parquet", "csv", "jsonl"]
 FORMATS = ("parquet", "csv", "jsonl")
+KEYS = (
+    "principal_type",
+    "principal_id",
+    "action_type",
+    "action_id",
+    "resource_type",
+    "resource_id",
+)
+"""The key columns of an answer written to a file (then ``decision``, and with reasons
+``reasons`` and ``residuals``)."""
 
 DEFAULT_BATCH_PAIRS = 50_000_000
 """A matrix batch covers at most this many (principal, resource) candidate pairs of one

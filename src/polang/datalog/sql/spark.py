@@ -25,7 +25,7 @@ from polang.language.schema import Schema
 from polang.language.values import EntityUID
 
 from .duck import _actions, connect, load_entities
-from .engine import Format, Job, SqlEngine
+from .engine import KEYS, Format, Job, SqlEngine
 from .lower import ANC, Layout
 from .plan import Population, is_action_type
 from .tables import SqlError
@@ -94,12 +94,8 @@ class SparkRunner:
             df = functools.reduce(lambda a, b: a.unionByName(b), dfs)
         else:  # no policy applies: an empty answer, with the same columns
             lists = ", reasons array<string>, residuals array<string>" if reasons else ""
-            df = self.spark.createDataFrame(
-                [],
-                "principal_type string, principal_id string, action_type string, "
-                f"action_id string, resource_type string, resource_id string, decision string"
-                f"{lists}",
-            )
+            keys = ", ".join(f"{c} string" for c in (*KEYS, "decision"))
+            df = self.spark.createDataFrame([], keys + lists)
         if reasons and jobs:  # policy indexes -> policy ids, as DuckDB writes them
             none = F.array().cast("array<string>")
             ids = F.array(*[F.lit(i) for i in self.policy_ids]) if self.policy_ids else none
