@@ -332,3 +332,85 @@ def test_urls_that_are_not_http_are_refused(fetcher: Callable[..., Fetcher]) -> 
     assert "only https://" in str(fails(fetcher(), "file:///etc/passwd"))
     long = "https://" + "a" * 10_000 + ".example/x"
     assert len(str(fails(fetcher(max_retries=0, timeout=1), long))) < 1000
+
+
+# ---------------------------------------------------------------- host-name lookups
+
+
+@pytest.fixture
+def resolver(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, object]]:
+    """``socket.getaddrinfo`` with made-up names: a name mapped to an ``Event`` hangs until
+    it is set; a name mapped to a list resolves to those addresses."""
+    import socket
+
+    real = socket.getaddrinfo
+    names: dict[str, object] = {}
+
+    def fake(host: str, port: int, *args: object, **kwargs: object) -> object:
+        got = names.get(host)
+        if isinstance(got, threading.Event):
+            got.wait(30)
+            raise socket.gaierror(socket.EAI_AGAIN, "the resolver gave up")
+        if isinstance(got, list):
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in got]
+        return real(host, port, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", fake)
+    yield names
+    for v in names.values():
+        if isinstance(v, threading.Event):
+            v.set()
+
+
+def _lookups_running() -> int:
+    return sum(t.name == "polang-dns" for t in threading.enumerate())
+
+
+def test_a_resolver_that_never_answers_ends_at_the_deadline(
+    resolver: dict[str, object], fetcher: Callable[..., Fetcher]
+) -> None:
+    hang = threading.Event()
+    resolver["hang.test"] = hang
+    err = fails(fetcher(timeout=0.3, max_retries=2), "https://hang.test/x")
+    assert "timed out after 0.3 s" in str(err)
+    assert not hang.is_set()  # the fetch returned while the lookup was still stuck
+
+
+def test_stuck_lookups_are_bounded(
+    resolver: dict[str, object], fetcher: Callable[..., Fetcher]
+) -> None:
+    from polang.http import MAX_DNS_LOOKUPS
+
+    hang = threading.Event()
+    resolver["hang.test"] = hang
+    f = fetcher(timeout=0.05)
+    for _ in range(MAX_DNS_LOOKUPS):
+        fails(f, "https://hang.test/x")
+    assert _lookups_running() >= MAX_DNS_LOOKUPS
+    err = fails(f, "https://hang.test/x")
+    assert "MAX_DNS_LOOKUPS" in str(err)
+    assert _lookups_running() == MAX_DNS_LOOKUPS  # no thread was started for it
+    hang.set()
+    for _ in range(500):
+        if not _lookups_running():
+            break
+        time.sleep(0.01)
+    assert not _lookups_running()
+    assert "cannot resolve hang.test" in str(fails(f, "https://hang.test/x"))
+
+
+def test_each_address_of_a_name_is_tried(
+    serve: Callable[..., OidcProvider],
+    resolver: dict[str, object],
+    fetcher: Callable[..., Fetcher],
+) -> None:
+    p = serve(tls=False)
+    p.routes["/doc"] = body(b'{"ok": true}')
+    # 127.0.0.2 refuses (the server listens on 127.0.0.1 only); the next address answers
+    resolver["two.test"] = ["127.0.0.2", "127.0.0.1"]
+    url = p.url("/doc").replace("localhost", "two.test")
+    assert url.startswith("http://two.test:")
+    assert fetcher().get(url, https_only=False).json() == {"ok": True}
+    resolver["none.test"] = ["127.0.0.2"]
+    err = fails(fetcher(), url.replace("two.test", "none.test"), https_only=False)
+    assert "none.test" in str(err)

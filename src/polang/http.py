@@ -3,8 +3,9 @@
 The policy, documented in docs/configuration.md ("Outbound HTTP"), is the same for every
 fetch:
 
-- **Deadline.** ``ENGINE_HTTP_REQUEST_TIMEOUT`` bounds the whole fetch: connecting, TLS,
-  every read (a body dripped a byte a second included), redirects, retries and the pauses
+- **Deadline.** ``ENGINE_HTTP_REQUEST_TIMEOUT`` bounds the whole fetch: resolving the
+  host name (at most :data:`MAX_DNS_LOOKUPS` lookups at once), connecting, TLS, every
+  read (a body dripped a byte a second included), redirects, retries and the pauses
   between them. Each socket operation waits at most for what is left of it.
 - **Retries.** At most ``ENGINE_HTTP_MAX_RETRIES`` more attempts, after a connection that
   failed or broke, or a ``408``, ``425``, ``429``, ``500``, ``502``, ``503`` or ``504``.
@@ -61,6 +62,11 @@ RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 BACKOFF_START = 0.1
 BACKOFF_MAX = 2.0
+#: Most host-name lookups running at once. A lookup runs on a thread of its own so that
+#: the fetch deadline bounds it; a resolver that never answers keeps its thread until the
+#: system gives up, and once this many are stuck, fetches fail at once instead of piling up
+#: threads.
+MAX_DNS_LOOKUPS = 8
 _URL_IN_MESSAGE = 200  # characters of a URL quoted in a message
 
 
@@ -181,6 +187,58 @@ _DEADLINE: ContextVar[float | None] = ContextVar("polang_http_deadline", default
 
 class _DeadlinePassed(Exception):
     pass
+
+
+_DNS_SLOTS = threading.BoundedSemaphore(MAX_DNS_LOOKUPS)
+
+
+def _is_ip(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
+def _resolve(host: str, port: int, timeout: float) -> list[str]:
+    """``host``'s addresses, in the resolver's order, waiting at most ``timeout`` seconds
+    (``socket.getaddrinfo`` has no timeout of its own, so it runs on a thread).
+
+    Raises ``TimeoutError`` when the lookup outlasts ``timeout`` and ``OSError`` when it
+    fails or :data:`MAX_DNS_LOOKUPS` lookups are already running."""
+    import socket
+
+    if not _DNS_SLOTS.acquire(blocking=False):
+        raise OSError(
+            f"{MAX_DNS_LOOKUPS} host-name lookups are still running (MAX_DNS_LOOKUPS); "
+            "the resolver is not answering"
+        )
+    done = threading.Event()
+    got: list[Any] = []
+
+    def lookup() -> None:
+        try:
+            got.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except BaseException as e:  # handed to the waiting fetch
+            got.append(e)
+        finally:
+            _DNS_SLOTS.release()
+            done.set()
+
+    threading.Thread(target=lookup, name="polang-dns", daemon=True).start()
+    if not done.wait(timeout):
+        raise TimeoutError(f"looking up {host} did not finish before the fetch deadline")
+    if isinstance(got[0], BaseException):
+        raise OSError(f"cannot resolve {host}: {got[0]}")
+    seen: list[str] = []
+    for _family, _type, _proto, _name, addr in got[0]:
+        if addr[0] not in seen:
+            seen.append(str(addr[0]))
+    if not seen:
+        raise OSError(f"cannot resolve {host}: no address")
+    return seen
 
 
 def _clamp(timeout: float | None) -> float:
@@ -357,9 +415,33 @@ def _transport(ssl_context: ssl.SSLContext, proxies: Proxies | None = None) -> h
                 t = _clamp(timeout)
             except _DeadlinePassed:
                 raise httpcore.ConnectTimeout("the fetch deadline passed") from None
-            return DeadlineStream(
-                self._inner.connect_tcp(host, port, t, local_address, socket_options)
-            )
+            if _is_ip(host):
+                addresses = [host]
+            else:
+                try:
+                    addresses = _resolve(host, port, t)
+                except TimeoutError as e:
+                    raise httpcore.ConnectTimeout(str(e)) from None
+                except OSError as e:
+                    raise httpcore.ConnectError(str(e)) from None
+            failure: Exception | None = None
+            for address in addresses:  # each in turn, as socket.create_connection does
+                try:
+                    t = _clamp(timeout)
+                except _DeadlinePassed:
+                    raise httpcore.ConnectTimeout("the fetch deadline passed") from None
+                try:
+                    stream = self._inner.connect_tcp(
+                        address, port, t, local_address, socket_options
+                    )
+                except httpcore.ConnectTimeout:
+                    raise
+                except httpcore.ConnectError as e:
+                    failure = e
+                    continue
+                return DeadlineStream(stream)
+            assert failure is not None
+            raise failure
 
         def connect_unix_socket(
             self, path: str, timeout: float | None = None, socket_options: Any = None
