@@ -568,10 +568,13 @@ TOKEN_ATTRIBUTES: dict[str, str] = {
     "iss": "TrustedIssuer",
     "exp": "Long",
     "validated_at": "Long",
+    "issuer": "String",
 }
 """The attributes the engine fills itself on a token entity (``iss`` refers to the
-issuer's ``<issuer name>::TrustedIssuer``). A schema may declare any of them, required or
-optional, or leave them out: the engine sets only those the token's entity type declares."""
+issuer's ``<issuer name>::TrustedIssuer``; ``issuer`` is the token's ``iss`` claim as text,
+as Cedarling's published multi-issuer store declares it). A schema may declare any of
+them, required or optional, or leave them out: the engine sets only those the token's
+entity type declares."""
 
 _URL_FIELDS = ("host", "path", "protocol")
 
@@ -609,12 +612,14 @@ def check_multi_issuer_schema(
     (trusted) token metadata produce it; a plain list of type names means each type is
     produced by the issuer named like its namespace.
 
-    Token entity types need ``tags Set<String>``; any attribute other than the five the
-    engine fills must be optional, and those five, when declared, must have their types:
+    Token entity types need ``tags Set<String>``; any attribute other than those the
+    engine fills (:data:`TOKEN_ATTRIBUTES`) must be optional, and those, when declared,
+    must have their types:
     ``iss`` must refer to ``<issuer name>::TrustedIssuer`` for every issuer producing the
     type (the entity the engine builds), so a type shared by issuers of different names
     leaves ``iss`` out. Each issuer's namespace needs a ``TrustedIssuer`` type with
-    ``issuer_entity_id`` (a record of String ``host``, ``path``, ``protocol``). The context
+    ``issuer_entity_id`` (a record of String ``host``, ``path``, ``protocol``, or a String:
+    the issuer URL). The context
     of each action (only ``actions``' when given: the actions of multi-issuer requests)
     needs a ``tokens`` record, required or optional, with a required Long
     ``total_token_count``. An empty list means the schema fits.
@@ -631,10 +636,12 @@ def check_multi_issuer_schema(
         if attr is None:
             missing.append(f"entity type `{ti_name}` lacks the attribute `issuer_entity_id`")
             continue
+        if attr.type == sm.STRING:
+            continue  # Cedarling's stores declare it so: the engine gives the issuer URL
         if not isinstance(attr.type, sm.RecordType):
             missing.append(
                 f"`{ti_name}.issuer_entity_id` must be a URL record "
-                f"{{host: String, path: String, protocol: String}}, not {attr.type}"
+                f"{{host: String, path: String, protocol: String}} or a String, not {attr.type}"
             )
             continue
         for field in _URL_FIELDS:

@@ -17,10 +17,10 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from polang.errors import bound_message
+from polang.errors import RequestError, bound_message
 from polang.http import Fetcher
 from polang.language.entities import Entity
-from polang.language.schema import RecordType, Schema
+from polang.language.schema import STRING, RecordType, Schema
 from polang.language.values import LONG_MAX, LONG_MIN, EntityUID, RecordValue, Value
 from polang.tokens.cache import TokenCache, cache_key
 from polang.tokens.claims import ClaimError, claim_attributes, first_text, roles_from
@@ -43,14 +43,22 @@ from polang.tokens.model import (
 from polang.tokens.settings import IssuerSettings, TokenMetadata, TokenSettings
 from polang.tokens.status_list import StatusListChecker
 
-# The attributes every token entity may carry; claims never overwrite them.
-FIXED_ATTRIBUTES = frozenset({"token_type", "jti", "iss", "exp", "validated_at"})
+# The attributes every token entity may carry; claims never overwrite them. ``issuer``
+# (the ``iss`` claim as text) is set only where the schema declares it, as Cedarling's
+# published multi-issuer store does.
+FIXED_ATTRIBUTES = frozenset({"token_type", "jti", "iss", "exp", "validated_at", "issuer"})
+_FIXED_BUT_ISSUER = FIXED_ATTRIBUTES - {"issuer"}
+#: The keys of a token given as a dict; any other key is refused (a misspelt ``payload``
+#: would otherwise drop the token quietly).
+TOKEN_INPUT_KEYS = ("mapping", "payload")
 TOTAL_KEY = "total_token_count"
 # Claims that become fixed attributes rather than tags (``iss`` only once verified).
 _SKIP_UNVERIFIED = frozenset({"jti", "exp"})
 _SKIP_VERIFIED = frozenset({"jti", "exp", "iss"})
 
-_TYPE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)+$")
+# A mapping is an entity type name or, as Cedarling also accepts, a token name (a key of
+# the issuer's ``token_metadata``, such as ``access_token``).
+_TYPE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*$")
 _UNSAFE = re.compile(r"[^a-z0-9_]")
 
 
@@ -70,19 +78,25 @@ def trusted_issuer_type(issuer: IssuerSettings) -> str:
     return f"{issuer.name}::TrustedIssuer"
 
 
-def trusted_issuer_entity(issuer: IssuerSettings) -> Entity:
-    """The ``<name>::TrustedIssuer`` entity: id = issuer id, ``issuer_entity_id`` = its URL."""
+def trusted_issuer_entity(issuer: IssuerSettings, schema: Schema | None = None) -> Entity:
+    """The ``<name>::TrustedIssuer`` entity: id = issuer id, ``issuer_entity_id`` = its URL,
+    a ``{host, path, protocol}`` record, or the URL as text where the schema declares the
+    attribute a String (as Cedarling's published stores do)."""
     endpoint = issuer.openid_configuration_endpoint
     base = issuer_from_endpoint(endpoint) or endpoint
     parts = urlsplit(base)
     host = (parts.hostname or "").lower()
     if parts.port is not None:
         host = f"{host}:{parts.port}"
-    url = RecordValue({"host": host, "path": parts.path or "/", "protocol": parts.scheme.lower()})
-    return Entity(
-        uid=EntityUID(trusted_issuer_type(issuer), issuer.issuer_id),
-        attrs={"issuer_entity_id": url},
-    )
+    path = parts.path or "/"
+    url: Value = RecordValue({"host": host, "path": path, "protocol": parts.scheme.lower()})
+    etype = trusted_issuer_type(issuer)
+    if schema is not None:
+        et = schema.entity_types.get(etype)
+        declared = et.shape.attributes.get("issuer_entity_id") if et is not None else None
+        if declared is not None and declared.type == STRING:
+            url = f"{parts.scheme.lower()}://{host}{'' if path == '/' else path}"
+    return Entity(uid=EntityUID(etype, issuer.issuer_id), attrs={"issuer_entity_id": url})
 
 
 def _coerce_input(item: object, max_size: int) -> tuple[str, str]:
@@ -90,7 +104,7 @@ def _coerce_input(item: object, max_size: int) -> tuple[str, str]:
     payload: object
     if isinstance(item, TokenInput):
         mapping, payload = item.mapping, item.payload
-    elif isinstance(item, Mapping):
+    elif isinstance(item, Mapping):  # its keys were checked by check_token_inputs
         mapping, payload = item.get("mapping"), item.get("payload")
     else:
         mapping = getattr(item, "mapping", None)
@@ -98,7 +112,8 @@ def _coerce_input(item: object, max_size: int) -> tuple[str, str]:
     if not isinstance(mapping, str) or not _TYPE_NAME_RE.match(mapping):
         raise TokenDrop(
             "invalid_input",
-            "'mapping' must be an entity type name like 'Namespace::Type', got "
+            "'mapping' must be an entity type name like 'Namespace::Type' (or a token name "
+            "of the issuer's token_metadata), got "
             + (repr(mapping) if len(repr(mapping)) <= 120 else repr(mapping)[:117] + "..."),
         )
     if not isinstance(payload, str):
@@ -117,6 +132,33 @@ def _coerce_input(item: object, max_size: int) -> tuple[str, str]:
     return mapping, payload
 
 
+def check_token_inputs(tokens: Sequence[object]) -> None:
+    """Refuse a token dict with a key other than ``mapping`` and ``payload``, naming the
+    key and the token's index: a misspelt key is the caller's mistake, and would otherwise
+    drop the token quietly (a token's *values* are untrusted input: those are dropped with
+    a reason, never raised)."""
+    for index, item in enumerate(tokens):
+        if isinstance(item, TokenInput) or not isinstance(item, Mapping):
+            continue
+        extra = [k for k in item if k not in TOKEN_INPUT_KEYS]
+        if not extra:
+            continue
+        key = extra[0]
+        shown = repr(key) if len(repr(key)) <= 60 else repr(key)[:57] + "..."
+        hint = ""
+        if isinstance(key, str) and len(key) <= 100:
+            from difflib import get_close_matches
+
+            close = get_close_matches(key.lower(), TOKEN_INPUT_KEYS, n=1, cutoff=0.6)
+            if close:
+                hint = f"; did you mean {close[0]!r}?"
+        more = f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""
+        raise RequestError(
+            f"tokens[{index}]: unknown key {shown}{more}: a token is "
+            f'{{"mapping": <entity type name>, "payload": <JWT>}}{hint}'
+        )
+
+
 def _lacking_message(etype: str, lacking: list[str], unfit: Mapping[str, str]) -> str:
     """Why a token cannot become an entity of ``etype``: required attributes it lacks."""
     parts = []
@@ -125,6 +167,8 @@ def _lacking_message(etype: str, lacking: list[str], unfit: Mapping[str, str]) -
             parts.append(f"`{name}` ({unfit[name]})")
         elif name == "iss":
             parts.append("`iss` (set only on tokens whose signature was verified)")
+        elif name == "issuer":
+            parts.append("`issuer` (the token has no string `iss` claim)")
         else:
             parts.append(f"`{name}` (the token has no usable claim for it)")
     return f"{etype}: the schema requires {', '.join(parts)}"
@@ -185,7 +229,7 @@ class TokenProcessor:
 
     def trusted_issuer_entities(self) -> list[Entity]:
         """One ``TrustedIssuer`` entity per issuer, for the engine's entity store."""
-        return [trusted_issuer_entity(i) for i in self.issuers]
+        return [trusted_issuer_entity(i, self.schema) for i in self.issuers]
 
     def prefetch(self) -> dict[str, str | None]:
         """Discover every issuer and fetch its keys now; returns issuer id -> error or None."""
@@ -202,10 +246,12 @@ class TokenProcessor:
 
     def process(self, tokens: Iterable[TokenInput | Mapping[str, Any] | object]) -> ProcessedTokens:
         """Validate every token; keep the good ones, drop the rest with a reason."""
+        items = tokens if isinstance(tokens, list | tuple) else list(tokens)
+        check_token_inputs(items)
         out = ProcessedTokens()
         keys: dict[str, int] = {}
         uids: dict[EntityUID, int] = {}
-        for index, item in enumerate(tokens):
+        for index, item in enumerate(items):
             try:
                 tok = self._one(item, index)
             except TokenDrop as e:
@@ -340,7 +386,8 @@ class TokenProcessor:
         attrs = self._fixed_attributes(etype, claims, issuer if verified else None, now, shape)
         skip = _SKIP_VERIFIED if verified else _SKIP_UNVERIFIED
         rest = {k: v for k, v in claims.items() if k not in skip}
-        fixed_clash = {k: rest.pop(k) for k in FIXED_ATTRIBUTES & rest.keys()}
+        fixed = FIXED_ATTRIBUTES if "issuer" in attrs else _FIXED_BUT_ISSUER
+        fixed_clash = {k: rest.pop(k) for k in fixed & rest.keys()}
         extra, tags, unfit = self._claim_attributes(rest, shape, meta)
         attrs.update(extra)
         for k, v in fixed_clash.items():  # a claim named like a fixed attribute stays a tag
@@ -398,6 +445,9 @@ class TokenProcessor:
                 out["exp"] = exp
         if shape is not None:
             declared = shape.attributes
+            iss = claims.get("iss")
+            if "issuer" in declared and isinstance(iss, str):
+                out["issuer"] = iss  # the claim as text, verified or not (like every tag)
             for name in FIXED_ATTRIBUTES - declared.keys():
                 out.pop(name, None)
         return out

@@ -199,12 +199,15 @@ class IssuerSettings:
         """The audiences a token of type ``meta`` must name one of (empty: no check)."""
         return meta.expected_audience or self.expected_audience
 
-    def metadata_for(self, entity_type_name: str) -> tuple[str, TokenMetadata] | None:
-        """The token name and metadata whose ``entity_type_name`` is the request mapping."""
+    def metadata_for(self, mapping: str) -> tuple[str, TokenMetadata] | None:
+        """The token name and metadata whose ``entity_type_name`` is the request mapping,
+        or, for a mapping without ``::``, whose token name it is (Cedarling accepts
+        ``"access_token"`` as well as ``"Acme::Access_Token"``)."""
         for token_name, meta in self.token_metadata.items():
-            if meta.entity_type_name == entity_type_name:
+            if meta.entity_type_name == mapping:
                 return token_name, meta
-        return None
+        named = self.token_metadata.get(mapping) if "::" not in mapping else None
+        return (mapping, named) if named is not None else None
 
 
 @dataclass(frozen=True)
