@@ -69,6 +69,7 @@ def test_command_line_runs_and_profiles(bench: object, capsys: pytest.CaptureFix
             "--pydatalog-requests",
             "0",
             "--profile",
+            "--split",
             "--json",
         ]
     )
@@ -77,3 +78,9 @@ def test_command_line_runs_and_profiles(bench: object, capsys: pytest.CaptureFix
     assert "identical across all engines" in out
     assert "cumulative" in out  # the profile of polang compiled was printed
     assert '"mismatches": 0' in out
+    # the in-situ split: every variant timed (and decided as the full request, or the
+    # mismatch count above would not be 0)
+    assert "where the headline row's time goes" in out
+    for variant in ("context parsed", "entities parsed", "references", "full, 20 repeated"):
+        assert variant in out
+    assert '"split_us_per_request"' in out
