@@ -473,8 +473,8 @@ def test_multi_issuer_schema_lists_each_missing_piece() -> None:
         "issuer `Nope`: entity type `Nope::TrustedIssuer` is not declared",
         "token entity type `Acme::Id_token` must declare `tags Set<String>`",
         "`Acme::Id_token.jti` must be String, not Long",
-        # `iss` and `validated_at` may be left out: the engine sets only what is declared
-        "`Acme::Id_token.sub` must be optional (`sub?`): tokens carry only the claims they have",
+        # `iss` and `validated_at` may be left out: the engine sets only what is declared;
+        # `sub` may be required (a token without it is dropped when its entity is built)
         "token entity type `Acme::Gone` is not declared",
         'the context of Acme::Action::"call" lacks the field `tokens` (`tokens?: TokensContext`)',
         # `tokens` may be required (Cedarling's stores declare it so)

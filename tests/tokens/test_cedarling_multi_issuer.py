@@ -535,6 +535,8 @@ def _problems(schema_text: str) -> list[str]:
 
 def test_the_schema_check_accepts_the_cedarling_shapes() -> None:
     assert _problems(SCHEMA) == []
+    # claim attributes may be required too (a token without the claim is dropped)
+    assert _problems(SCHEMA.replace("    sub?: String,", "    sub: String,")) == []
 
 
 @pytest.mark.parametrize(
@@ -551,9 +553,9 @@ def test_the_schema_check_accepts_the_cedarling_shapes() -> None:
             "or a String, not Long",
         ),
         (
-            "    sub?: String,\n    scope",
-            "    sub: String,\n    scope",
-            "`Acme::Access_Token.sub` must be optional",
+            "    validated_at: Long,",
+            "    validated_at: String,",
+            "`Acme::Access_Token.validated_at` must be Long, not String",
         ),
     ],
 )

@@ -612,9 +612,10 @@ def check_multi_issuer_schema(
     (trusted) token metadata produce it; a plain list of type names means each type is
     produced by the issuer named like its namespace.
 
-    Token entity types need ``tags Set<String>``; any attribute other than those the
-    engine fills (:data:`TOKEN_ATTRIBUTES`) must be optional, and those, when declared,
-    must have their types:
+    Token entity types need ``tags Set<String>``; the attributes the engine fills
+    (:data:`TOKEN_ATTRIBUTES`), when declared, must have their types (claim attributes may
+    be required, as Cedarling's stores declare them: a token lacking the claim is dropped
+    when its entity is built):
     ``iss`` must refer to ``<issuer name>::TrustedIssuer`` for every issuer producing the
     type (the entity the engine builds), so a type shared by issuers of different names
     leaves ``iss`` out. Each issuer's namespace needs a ``TrustedIssuer`` type with
@@ -665,12 +666,6 @@ def check_multi_issuer_schema(
                 missing.extend(_iss_problems(tname, a.type, users))
             elif not (isinstance(a.type, sm.PrimType) and a.type.name == want):
                 missing.append(f"`{tname}.{aname}` must be {want}, not {a.type}")
-        for aname, a in attrs.items():
-            if aname not in TOKEN_ATTRIBUTES and a.required:
-                missing.append(
-                    f"`{tname}.{aname}` must be optional (`{aname}?`): tokens carry only "
-                    "the claims they have"
-                )
 
     wanted = set(actions) if actions is not None else None
     for uid, ad in schema.actions.items():

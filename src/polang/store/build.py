@@ -8,13 +8,13 @@ Policy validation against the schema is the engine's job (``ENGINE_STRICT_SCHEMA
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from polang._record import replace
 from polang.config import Config
 from polang.errors import PolangError, PolicyParseError, SchemaError
-from polang.language.ast import Annotation, Policy, link_template
+from polang.language.ast import Annotation, EntityLit, Expr, Policy, children, link_template
 from polang.language.entities import Entity, EntityStore, parse_entity, parse_legacy_entity
 from polang.language.parser import parse_entity_uid, parse_policies
 from polang.language.schema import Schema, parse_schema, parse_schema_json
@@ -389,6 +389,86 @@ def _issuers(raw: RawStore, problems: Problems) -> dict[str, IssuerSettings]:
     return out
 
 
+def _entity_literals(policy: Policy) -> Iterator[EntityUID]:
+    """Every ``Type::"id"`` written in a policy's scope and conditions (iteratively: the
+    parser bounds the nesting, this walk does not rely on it)."""
+    for c in (policy.principal, policy.resource):
+        if isinstance(c.entity, EntityUID):
+            yield c.entity
+    yield from policy.action.entities
+    stack: list[Expr] = [c.body for c in policy.conditions]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, EntityLit):
+            yield e.uid
+        else:
+            stack.extend(children(e))
+
+
+def _trusted_issuer_refs(
+    policies: Mapping[str, Policy],
+    origins: Mapping[str, str],
+    issuers: Mapping[str, IssuerSettings],
+    entities: EntityStore,
+    problems: Problems,
+) -> None:
+    """A policy naming ``<issuer name>::TrustedIssuer::"<id>"`` that the engine never builds.
+
+    The engine names each issuer's ``TrustedIssuer`` entity by the issuer id (the spec);
+    Cedarling names it by the issuer URL, so a policy written for Cedarling that compares
+    ``iss`` with ``X::TrustedIssuer::"https://..."`` would never match here (a ``forbid``
+    would never apply). A warning (an error under strict loading) names the id to write.
+    """
+    if not issuers:
+        return
+    by_type: dict[str, list[IssuerSettings]] = {}
+    for i in issuers.values():
+        by_type.setdefault(f"{i.name}::TrustedIssuer", []).append(i)
+    reported: set[tuple[str, EntityUID]] = set()
+    for pid, policy in policies.items():
+        for uid in _entity_literals(policy):
+            named = by_type.get(uid.type)
+            if named is None or any(i.issuer_id == uid.id for i in named) or uid in entities:
+                continue
+            if (pid, uid) in reported:
+                continue
+            reported.add((pid, uid))
+            ids = ", ".join(show(i.issuer_id) for i in named)
+            message = (
+                f"policy {show(pid)} refers to {show(str(uid))}, but the engine names "
+                f"{uid.type} entities by issuer id ({ids}), so it never exists and a "
+                "condition comparing `iss` with it is never true"
+            )
+            url = _issuer_url_of(uid.id, named)
+            if url is not None:
+                message += (
+                    f"; Cedarling names them by issuer URL: write "
+                    f'{uid.type}::"{url.issuer_id}" for {show(uid.id)}'
+                )
+            file = origins.get(pid, "")
+            if problems.strict:
+                problems.add("trusted_issuer_ref", file, message, pid)
+            else:
+                problems.warn("trusted_issuer_ref", file, message, pid)
+
+
+def _issuer_url_of(text: str, issuers: list[IssuerSettings]) -> IssuerSettings | None:
+    """The issuer whose URL ``text`` is (scheme and host case and a trailing ``/`` aside)."""
+    if "://" not in text:
+        return None
+    from polang.tokens.issuers import issuer_from_endpoint, normalize_issuer
+
+    try:
+        want = normalize_issuer(text)
+    except ValueError:
+        return None
+    for i in issuers:
+        endpoint = i.openid_configuration_endpoint
+        if (issuer_from_endpoint(endpoint) or normalize_issuer(endpoint)) == want:
+            return i
+    return None
+
+
 def build_store(raw: RawStore, config: Config, problems: Problems) -> PolicyStore:
     """Parse and check everything; raises ``PolicyStoreLoadError`` listing every problem."""
     schema = parse_store_schema(raw, problems)
@@ -401,6 +481,7 @@ def build_store(raw: RawStore, config: Config, problems: Problems) -> PolicyStor
     links, linked = _links(raw, templates, ids, problems)
     entities = _entities(raw, schema, config, problems) if schema is not None else EntityStore()
     issuers = _issuers(raw, problems)
+    _trusted_issuer_refs({**policies, **templates}, origins, issuers, entities, problems)
     problems.raise_if_any()
     if schema is None or raw.schema is None or raw.id is None:  # a reader always reports why
         problems.fail("missing_file", "", "the store has no schema or no id")

@@ -54,6 +54,8 @@ KINDS: dict[str, str] = {
     "manifest": "manifest.json does not match the files (checksum, size, id, file list)",
     "archive": "the archive is not a ZIP or is unsafe (paths, links, size, entries)",
     "store_selection": "the legacy file holds no store with the requested id, or several",
+    "trusted_issuer_ref": "a policy names a TrustedIssuer entity the engine never builds "
+    "(such as Cedarling's issuer-URL id)",
 }
 
 
