@@ -243,3 +243,44 @@ def test_a_misspelt_issuer_id_is_reported_without_a_url_hint(
         'CI::TrustedIssuer::"github-action"' in m and "'github-actions'" in m for m in messages
     )
     assert not any("Cedarling" in m for m in messages)
+
+
+def test_trusted_issuer_references_are_found_everywhere_and_bounded(
+    tmp_path: Path, gha: OidcProvider
+) -> None:
+    """Scope, nested conditions, templates; a huge id is quoted cut; each (policy, id)
+    pair is reported once; warnings stop at MAX_PROBLEMS."""
+    root = write_store(tmp_path / "ci", gha)
+    huge = "https://" + "h" * 100_000
+    (root / "policies" / "more.polang").write_text(
+        '@id("scope")\npermit (principal == CI::TrustedIssuer::"x", action, resource);\n'
+        '@id("deep")\nforbid (principal, action, resource) when { '
+        + "(" * 50
+        + f'context.tokens.ci_workflow.iss == CI::TrustedIssuer::"{huge}"'
+        + ")" * 50
+        + ' || [CI::TrustedIssuer::"y", CI::TrustedIssuer::"y"].isEmpty() };\n',
+        encoding="utf-8",
+    )
+    (root / "templates").mkdir()
+    (root / "templates" / "t.polang").write_text(
+        '@id("tpl")\npermit (principal == ?principal, action, resource) when '
+        '{ CI::TrustedIssuer::"t" == CI::TrustedIssuer::"github-actions" };\n',
+        encoding="utf-8",
+    )
+    store = PolicyStoreSource.directory(root).load()
+    refs = [w for w in store.warnings if w.kind == "trusted_issuer_ref"]
+    by_policy = {w.location: w.message for w in refs}
+    assert {"scope", "deep", "tpl"} <= by_policy.keys()
+    assert by_policy["deep"].count("TrustedIssuer") >= 1 and len(by_policy["deep"]) <= 1000
+    assert "(100008 characters)" in by_policy["deep"] or "..." in by_policy["deep"]
+    assert len([w for w in refs if w.location == "deep"]) == 2  # the huge one and "y", once
+    (root / "policies" / "many.polang").write_text(
+        "".join(
+            f'@id("many{i}")\npermit (principal, action, resource == CI::TrustedIssuer::"z{i}");\n'
+            for i in range(250)
+        ),
+        encoding="utf-8",
+    )
+    store = PolicyStoreSource.directory(root).load()
+    assert len(store.warnings) == 201
+    assert "more warnings (MAX_PROBLEMS)" in store.warnings[-1].message

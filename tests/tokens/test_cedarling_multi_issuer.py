@@ -440,6 +440,14 @@ def test_the_scope_tag_and_attribute_hold_the_whole_string(
 # ---------------------------------------------------------------- token dicts
 
 
+def nested_key(depth: int = 10_000) -> tuple[Any, ...]:
+    """A hashable key nested deeper than ``repr`` can go."""
+    key: tuple[Any, ...] = ()
+    for _ in range(depth):
+        key = (key,)
+    return key
+
+
 @pytest.mark.parametrize(
     ("item", "words"),
     [
@@ -449,9 +457,10 @@ def test_the_scope_tag_and_attribute_hold_the_whole_string(
         ),
         ({"mapping": "Acme::Access_Token", "payload": "x.y.z", "kind": "jwt"}, ["'kind'"]),
         ({"Mapping": "Acme::Access_Token", "payload": "x.y.z"}, ["'Mapping'", "'mapping'"]),
-        ({"mapping": "A::B", "payload": "x", 7: "x", "y": 1}, ["7", "(and 1 more)"]),
-        ({"mapping": "A::B", "payload": "x", "k" * 100_000: 1}, ["kkkk..."]),
-        ({"mapping": "A::B", "payload": "x", ("t",) * 3: 1}, ["('t', 't', 't')"]),
+        ({"mapping": "A::B", "payload": "x", 7: "x", "y": 1}, ["of type int", "(and 1 more)"]),
+        ({"mapping": "A::B", "payload": "x", "k" * 100_000: 1}, ["kkkk'..."]),
+        ({"mapping": "A::B", "payload": "x", ("t",) * 3: 1}, ["unknown key of type tuple"]),
+        ({"mapping": "A::B", "payload": "x", nested_key(): 1}, ["unknown key of type tuple"]),
     ],
 )
 def test_an_unknown_key_in_a_token_dict_is_refused(
@@ -613,3 +622,23 @@ def test_trusted_issuer_url_follows_the_declared_type(endpoint: str, text: str) 
     assert (
         trusted_issuer_entity(issuer).attrs["issuer_entity_id"] == record.attrs["issuer_entity_id"]
     )
+
+
+def test_a_claim_named_issuer_stays_a_tag_where_the_engine_fills_issuer(
+    make_processor: Callable[..., TokenProcessor], acme: OidcProvider
+) -> None:
+    issuers = {
+        "AcmeIssuer": {
+            "name": "Acme",
+            "openid_configuration_endpoint": acme.discovery_url,
+            "token_metadata": {"access_token": {"entity_type_name": "Acme::Access_Token"}},
+        }
+    }
+    proc = make_processor(issuers, parse_schema(SCHEMA))
+    deep: Any = "x"
+    for _ in range(100):
+        deep = {"a": deep}
+    for claim in ["https://elsewhere.example", deep, ["a", "b"], 7]:
+        [tok] = proc.process([TokenInput("Acme::Access_Token", acme.token(issuer=claim))]).tokens
+        assert tok.entity.attrs["issuer"] == acme.issuer
+        assert "issuer" in tok.entity.tags

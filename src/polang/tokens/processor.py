@@ -144,7 +144,10 @@ def check_token_inputs(tokens: Sequence[object]) -> None:
         if not extra:
             continue
         key = extra[0]
-        shown = repr(key) if len(repr(key)) <= 60 else repr(key)[:57] + "..."
+        if isinstance(key, str):
+            shown = repr(key[:60]) + ("..." if len(key) > 60 else "")
+        else:  # not repr(): a nested key could be arbitrarily deep
+            shown = f"of type {type(key).__name__}"
         hint = ""
         if isinstance(key, str) and len(key) <= 100:
             from difflib import get_close_matches
