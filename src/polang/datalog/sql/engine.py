@@ -120,7 +120,9 @@ class Job:
     action: EntityUID
     sql: str
     text_sql: str
-    sorted_dups: bool = False  # ``sql`` may repeat a row right after itself: drop repeats
+    sorted_dups: bool = False
+    """``sql`` is the allowed pairs ``(r, p)`` unordered and possibly repeated (several
+    permits granting one pair): the runner orders them and drops the repeats."""
 
 
 _FILTER = "__polang_filter__"
@@ -141,7 +143,8 @@ class Runner(Protocol):
 
     dialect: str
     drops_sorted_dups: bool
-    """The runner drops repeated rows of a job's integer query (``Job.sorted_dups``)."""
+    """The runner orders a job's integer pairs and drops repeated ones itself
+    (``Job.sorted_dups``): no grouping and no ``ORDER BY`` in SQL."""
 
     def rows(self, job: Job, reasons: bool) -> list[tuple[Any, ...]]:
         """Decoded rows: principal, action, resource (EntityUIDs), decision and, with
@@ -265,7 +268,8 @@ class SqlEngine:
             d = self.runner.dialect
             dq, with_ = _lift_with(dq)
             ints = exp.select(exp.Star()).from_(alias(exp.Subquery(this=dq), "d"), copy=False)
-            ints = ints.order_by(col("r", "d"), col("p", "d"), copy=False)
+            if not self._sorted_dups(aq, reasons):  # else the runner orders the pairs
+                ints = ints.order_by(col("r", "d"), col("p", "d"), copy=False)
             decoded = self._decoded(dq, aq.action, reasons)
             if with_ is not None:
                 ints.set("with_", with_)
@@ -279,8 +283,13 @@ class SqlEngine:
         if texts is None:
             return None
         f = "TRUE" if where is None else where.sql(dialect=self.runner.dialect)
-        dups = self.runner.drops_sorted_dups and not reasons and not aq.has_maybe
+        dups = self._sorted_dups(aq, reasons)
         return Job(aq.action, texts[0].replace(_FILTER, f), texts[1].replace(_FILTER, f), dups)
+
+    def _sorted_dups(self, aq: ActionQuery, reasons: bool) -> bool:
+        """Whether the action's integer query leaves ordering and repeats to the runner
+        (only allowed pairs: no reasons, no conditional policy)."""
+        return self.runner.drops_sorted_dups and not reasons and not aq.has_maybe
 
     def _action_query(
         self,
