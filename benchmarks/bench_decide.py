@@ -456,7 +456,7 @@ def split_service(
     service: PolangService,
     w: Workload,
     service_args: Sequence[tuple[Any, ...]],
-    passes: int = 7,
+    passes: int = 11,
 ) -> SplitResult:
     """The headline loop with parts of the request done beforehand (see the module doc).
 
