@@ -521,3 +521,162 @@ def test_the_cedarling_form_example_loads_like_the_directory_example() -> None:
         if name != "manifest.json":
             data = (example / name).read_bytes()
             assert entry["checksum"] == "sha1:" + git_blob_sha1(data)
+
+
+# ---------------------------------------------------------------- Cedarling's newer format
+
+
+def _metadata(**top: Any) -> str:
+    return json.dumps({**METADATA, **top})
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 7])
+def test_the_store_format_version_is_read(tmp_path: Path, version: int) -> None:
+    """Cedarling's directory format (v1, v2) adds ``policy_store_spec_version``."""
+    store = load_dir(
+        tmp_path, cedarling_files(**{"metadata.json": _metadata(policy_store_spec_version=version)})
+    )
+    assert not [w for w in store.warnings if "policy_store_spec_version" in w.message]
+
+
+@pytest.mark.parametrize("bad", ["2", True, -1, 2**32, 2**80, 2.0, [2], {"v": 2}, None])
+def test_a_store_format_version_of_the_wrong_type_is_refused(tmp_path: Path, bad: Any) -> None:
+    files = cedarling_files(**{"metadata.json": _metadata(policy_store_spec_version=bad)})
+    if bad is None:  # null is absent
+        load_dir(tmp_path, files)
+        return
+    err = rejected_dir(tmp_path, files)
+    [p] = err.problems
+    assert (p.kind, p.location) == ("invalid_field", "$.policy_store_spec_version")
+    assert len(p.message) < 200
+
+
+def test_a_store_format_version_with_5000_digits_is_refused_briefly(tmp_path: Path) -> None:
+    text = _metadata(policy_store_spec_version=1).replace(
+        '"policy_store_spec_version": 1', '"policy_store_spec_version": 1' + "0" * 5000
+    )
+    err = rejected_dir(tmp_path, cedarling_files(**{"metadata.json": text}))
+    assert len(err.problems) == 1 and len(str(err)) < 2000
+
+
+def test_a_misspelt_store_format_version_is_an_error(tmp_path: Path) -> None:
+    files = cedarling_files(**{"metadata.json": _metadata(policy_store_spec_versoin=2)})
+    err = rejected_dir(tmp_path, files)
+    assert err.kinds == ["unknown_field"]
+    assert "policy_store_spec_version" in err.problems[0].message
+
+
+CUSTOM_ISSUER: dict[str, Any] = {
+    "id": "devices",
+    "tokens_mappings": {
+        "Jans::Device_token": {"required": True, "required_claims": ["sub"]},
+        "Jans::Sensor_token": {},
+    },
+}
+
+
+def test_custom_issuers_load_with_a_warning_and_fail_strict_loading(tmp_path: Path) -> None:
+    """``custom-issuers/*.json`` (Cedarling's non-JWT issuers, served by a token processor
+    the application registers) are checked, reported, and not used."""
+    files = cedarling_files(**{"custom-issuers__devices.json": json.dumps(CUSTOM_ISSUER)})
+    store = load_dir(tmp_path, files)
+    [w] = [w for w in store.warnings if w.file == "custom-issuers/devices.json"]
+    assert w.kind == "issuer"
+    assert "custom (non-JWT) token issuers are not supported" in w.message
+    assert "Jans::Device_token, Jans::Sensor_token" in w.message
+    err = rejected_dir(tmp_path / "strict", files, strict=True)
+    assert "custom-issuers/devices.json" in [p.file for p in err.problems]
+    # with a manifest the file must be listed like any other
+    load_dir(tmp_path / "manifest", with_manifest(files))
+
+
+def test_a_custom_issuer_id_comes_from_the_file_name(tmp_path: Path) -> None:
+    rec = {k: v for k, v in CUSTOM_ISSUER.items() if k != "id"}
+    store = load_dir(tmp_path, cedarling_files(**{"custom-issuers__Keys.json": json.dumps(rec)}))
+    assert any("custom issuer 'Keys'" in w.message for w in store.warnings)
+
+
+@pytest.mark.parametrize(
+    ("record", "kind", "location", "words"),
+    [
+        ([], "invalid_field", "$", "an object with `tokens_mappings`"),
+        ({"id": "x"}, "missing_field", "$.tokens_mappings", "required field"),
+        ({"tokens_mappings": {}}, "invalid_field", "$.tokens_mappings", "declares no tokens"),
+        ({"tokens_mappings": [1]}, "invalid_field", "$.tokens_mappings", "got array"),
+        (
+            {"tokens_mappings": {"Device": {}}},
+            "invalid_field",
+            "$.tokens_mappings.Device",
+            "not an entity type name",
+        ),
+        (
+            {"tokens_mappings": {"A::B": {"requiredd": True}}},
+            "unknown_field",
+            '$.tokens_mappings["A::B"].requiredd',
+            "'requiredd'",
+        ),
+        (
+            {"tokens_mappings": {"A::B": {}}, "requireddd": 1},
+            "unknown_field",
+            "$.requireddd",
+            "'requireddd'",
+        ),
+        (
+            {"tokens_mappings": {"A::B": {"required": "yes"}}},
+            "invalid_field",
+            '$.tokens_mappings["A::B"].required',
+            "true or false",
+        ),
+        (
+            {"tokens_mappings": {"A::B": {"required_claims": "sub"}}},
+            "invalid_field",
+            '$.tokens_mappings["A::B"].required_claims',
+            "array of strings",
+        ),
+        (
+            {"tokens_mappings": {"A::B": 5}},
+            "invalid_field",
+            '$.tokens_mappings["A::B"]',
+            "an object",
+        ),
+        ({"id": 7, "tokens_mappings": {"A::B": {}}}, "invalid_field", "$.id", "must be a string"),
+    ],
+)
+def test_a_malformed_custom_issuer_is_refused(
+    tmp_path: Path, record: Any, kind: str, location: str, words: str
+) -> None:
+    err = rejected_dir(tmp_path, cedarling_files(**{"custom-issuers__c.json": json.dumps(record)}))
+    found = [(p.kind, p.location) for p in err.problems]
+    assert (kind, location) in found, found
+    assert any(words in p.message for p in err.problems)
+    assert all(p.file == "custom-issuers/c.json" for p in err.problems)
+
+
+def test_custom_issuers_hostile_shapes(tmp_path: Path) -> None:
+    deep = "[" * 200 + "]" * 200
+    err = rejected_dir(tmp_path / "deep", cedarling_files(**{"custom-issuers__d.json": deep}))
+    assert err.kinds == ["limit"]
+    huge_key = "A::" + "B" * 100_000
+    rec = {"tokens_mappings": {huge_key: {"x": 1}}}
+    err = rejected_dir(
+        tmp_path / "big", cedarling_files(**{"custom-issuers__b.json": json.dumps(rec)})
+    )
+    assert all(len(p.message) <= 1000 and len(p.location or "") <= 1000 for p in err.problems)
+    many = {"tokens_mappings": {f"A::T{i}": {} for i in range(5000)}}
+    store = load_dir(
+        tmp_path / "many", cedarling_files(**{"custom-issuers__m.json": json.dumps(many)})
+    )
+    [w] = [w for w in store.warnings if w.file == "custom-issuers/m.json"]
+    assert "4995 more" in w.message and len(w.message) < 400
+    twice = json.dumps({"id": "same", "tokens_mappings": {"A::B": {}}})
+    err = rejected_dir(
+        tmp_path / "twice",
+        cedarling_files(**{"custom-issuers__a.json": twice, "custom-issuers__b.json": twice}),
+    )
+    assert (
+        err.kinds == ["issuer"]
+        and "defined twice (first in custom-issuers/a.json)" in err.problems[0].message
+    )
+    # a file outside *.json is still unexpected
+    err = rejected_dir(tmp_path / "txt", cedarling_files(**{"custom-issuers__notes.txt": "x"}))
+    assert err.kinds == ["unexpected_file"]

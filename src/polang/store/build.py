@@ -8,6 +8,7 @@ Policy validation against the schema is the engine's job (``ENGINE_STRICT_SCHEMA
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,9 +21,11 @@ from polang.language.parser import parse_entity_uid, parse_policies
 from polang.language.schema import Schema, parse_schema, parse_schema_json
 from polang.language.values import EntityUID
 from polang.store.errors import Problems, StoreProblem, strip_position_prefix
-from polang.store.fields import Checker, jpath, show
+from polang.store.fields import Checker, jpath, listing, show
 from polang.store.model import PolicyStore, TemplateLink
 from polang.store.raw import PolicyPart, RawStore, TextPart, load_json
+
+_TYPE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)+$")
 
 if TYPE_CHECKING:
     from polang.tokens.settings import IssuerSettings
@@ -389,6 +392,82 @@ def _issuers(raw: RawStore, problems: Problems) -> dict[str, IssuerSettings]:
     return out
 
 
+CUSTOM_ISSUER_FIELDS = ("id", "tokens_mappings")
+CUSTOM_TOKEN_FIELDS = ("required", "required_claims")
+
+
+def _custom_issuers(raw: RawStore, problems: Problems) -> None:
+    """Cedarling's ``custom-issuers/*.json`` (issuers of non-JWT tokens, read by a token
+    processor the application registers). polang has no such processors: the files are
+    checked as Cedarling checks them, then reported (a warning, an error under strict
+    loading), and tokens mapped to their types are dropped like any untrusted token."""
+    seen: dict[str, str] = {}
+    for part in raw.custom_issuers:
+        ck = Checker(problems, part.file)
+        rec = ck.obj(part.data, "$", "an object with `tokens_mappings`")
+        if rec is None:
+            continue
+        for key in rec:  # Cedarling refuses unknown fields here: so does polang
+            if key not in CUSTOM_ISSUER_FIELDS:
+                ck.add(
+                    "unknown_field",
+                    jpath("$", str(key)),
+                    f"unknown field {show(key)}; allowed: {', '.join(CUSTOM_ISSUER_FIELDS)}",
+                )
+        iid = ck.string(rec, "id", "$") or part.file.rsplit("/", 1)[-1][: -len(".json")]
+        if iid in seen:
+            ck.add(
+                "issuer",
+                "$",
+                f"custom issuer id {show(iid)} is defined twice (first in {seen[iid]})",
+            )
+        seen.setdefault(iid, part.file)
+        if "tokens_mappings" not in rec:
+            ck.add(
+                "missing_field", "$.tokens_mappings", "required field 'tokens_mappings' is missing"
+            )
+            continue
+        tm = ck.obj(
+            rec["tokens_mappings"],
+            "$.tokens_mappings",
+            "an object mapping entity type names to token settings",
+        )
+        if tm is None:
+            continue
+        if not tm:
+            ck.add("invalid_field", "$.tokens_mappings", "declares no tokens")
+            continue
+        for tname, tok in tm.items():
+            tp = jpath("$.tokens_mappings", str(tname))
+            if not isinstance(tname, str) or not _TYPE_NAME.match(tname):
+                ck.add(
+                    "invalid_field",
+                    tp,
+                    f"{show(tname)} is not an entity type name (Namespace::Type)",
+                )
+            t = ck.obj(tok, tp)
+            if t is None:
+                continue
+            for key in t:
+                if key not in CUSTOM_TOKEN_FIELDS:
+                    ck.add(
+                        "unknown_field",
+                        jpath(tp, str(key)),
+                        f"unknown field {show(key)}; allowed: {', '.join(CUSTOM_TOKEN_FIELDS)}",
+                    )
+            ck.boolean(t, "required", tp)
+            ck.string_list(t, "required_claims", tp)
+        names = listing([str(k) for k in tm], 5)
+        message = (
+            f"custom issuer {show(iid)}: custom (non-JWT) token issuers are not supported; "
+            f"tokens mapped to {names} are dropped (untrusted_issuer)"
+        )
+        if problems.strict:
+            ck.add("issuer", "$", message)
+        else:
+            problems.warn("issuer", part.file, message, "$")
+
+
 def _entity_literals(policy: Policy) -> Iterator[EntityUID]:
     """Every ``Type::"id"`` written in a policy's scope and conditions (iteratively: the
     parser bounds the nesting, this walk does not rely on it)."""
@@ -481,6 +560,7 @@ def build_store(raw: RawStore, config: Config, problems: Problems) -> PolicyStor
     links, linked = _links(raw, templates, ids, problems)
     entities = _entities(raw, schema, config, problems) if schema is not None else EntityStore()
     issuers = _issuers(raw, problems)
+    _custom_issuers(raw, problems)
     _trusted_issuer_refs({**policies, **templates}, origins, issuers, entities, problems)
     problems.raise_if_any()
     if schema is None or raw.schema is None or raw.id is None:  # a reader always reports why

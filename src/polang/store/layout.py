@@ -28,7 +28,9 @@ SCHEMA = "schema.polangschema"
 LINKS = "templates/links.json"
 POLICY_EXT = ".polang"
 
-METADATA_FIELDS = ("polang_version", "policy_store")
+METADATA_FIELDS = ("polang_version", "policy_store", "policy_store_spec_version")
+#: Largest ``policy_store_spec_version`` (Cedarling's directory format version) read.
+MAX_SPEC_VERSION = 2**32 - 1
 STORE_FIELDS = ("id", "name", "description", "version", "created_date", "updated_date")
 MANIFEST_FIELDS = ("policy_store_id", "generated_date", "files")
 _CHECKSUM = re.compile(r"^(sha256:[0-9a-fA-F]{64}|sha1:[0-9a-fA-F]{40})$")
@@ -42,7 +44,8 @@ MAX_UNEXPECTED_LISTED = 5
 
 LAYOUT_HELP = (
     "metadata.json, manifest.json, schema.polangschema, policies/*.polang, "
-    "templates/*.polang, templates/links.json, entities/*.json, trusted-issuers/*.json"
+    "templates/*.polang, templates/links.json, entities/*.json, trusted-issuers/*.json, "
+    "custom-issuers/*.json"
 )
 
 
@@ -348,6 +351,10 @@ def read_layout(
             else:
                 raw.issuers.append(JsonPart(name, "$", data))
                 raw.issuer_records.update(data)
+        elif top == "custom-issuers" and "/" in name and name.endswith(".json"):
+            data = _json_file(files[name], name, problems)
+            if data is not None:
+                raw.custom_issuers.append(JsonPart(name, "$", data))
         else:
             unexpected.append(name)
     for name in unexpected[:MAX_UNEXPECTED_LISTED]:
@@ -386,6 +393,15 @@ def _read_metadata(data: bytes, raw: RawStore, problems: Problems) -> None:
     if pv is not None and not is_version(pv):
         ck.add("invalid_field", "$.polang_version", f"must have the form X.Y.Z, got {show(pv)}")
     raw.polang_version = pv
+    spec = rec.get("policy_store_spec_version")  # Cedarling's format version: read, not used
+    if spec is not None and (
+        isinstance(spec, bool) or not isinstance(spec, int) or not 0 <= spec <= MAX_SPEC_VERSION
+    ):
+        ck.add(
+            "invalid_field",
+            "$.policy_store_spec_version",
+            f"must be a whole number from 0 to {MAX_SPEC_VERSION}, got {show(spec)}",
+        )
     if "policy_store" not in rec:
         ck.add("missing_field", "$.policy_store", "required field 'policy_store' is missing")
         return

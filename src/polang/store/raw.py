@@ -95,6 +95,7 @@ class RawStore(Record):
 
     __slots__ = (
         "created_date",
+        "custom_issuers",
         "description",
         "digest",
         "entities",
@@ -133,6 +134,8 @@ class RawStore(Record):
     """Issuer maps ``{"<issuer_id>": record}``, or single records (``issuer_id`` set)."""
     issuer_records: dict[str, Any]
     """Raw issuer records by id (conversion writes them back unchanged)."""
+    custom_issuers: list[JsonPart]
+    """Cedarling's ``custom-issuers/*.json`` (non-JWT issuers): checked, not used."""
 
     def __init__(
         self,
@@ -153,6 +156,7 @@ class RawStore(Record):
         entities: list[JsonPart] | None = None,
         issuers: list[JsonPart] | None = None,
         issuer_records: dict[str, Any] | None = None,
+        custom_issuers: list[JsonPart] | None = None,
     ) -> None:
         self.format = format
         self.source = source
@@ -171,6 +175,7 @@ class RawStore(Record):
         self.entities = [] if entities is None else entities
         self.issuers = [] if issuers is None else issuers
         self.issuer_records = {} if issuer_records is None else issuer_records
+        self.custom_issuers = [] if custom_issuers is None else custom_issuers
 
 
 # ---------------------------------------------------------------- strict JSON / YAML
