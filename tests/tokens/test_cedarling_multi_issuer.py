@@ -642,3 +642,19 @@ def test_a_claim_named_issuer_stays_a_tag_where_the_engine_fills_issuer(
         [tok] = proc.process([TokenInput("Acme::Access_Token", acme.token(issuer=claim))]).tokens
         assert tok.entity.attrs["issuer"] == acme.issuer
         assert "issuer" in tok.entity.tags
+
+
+def test_batches_refuse_an_unknown_token_key_per_request_or_for_the_whole_batch(
+    engine: Engine, acme: OidcProvider
+) -> None:
+    good = TokenInput("Acme::Access_Token", acme.token(scope=["read:wiki"]))
+    bad = {"mapping": "Acme::Access_Token", "payload": good.payload, "typ": "JWT"}
+    req = {"action": act("ReadProfile"), "resource": resource("WikiPages")}
+    out = engine.authorize_multi_issuer_batch(
+        [{**req, "tokens": [good]}, {**req, "tokens": [good, bad]}]
+    )
+    assert out[0].decision is True
+    assert (out[1].decision, out[1].kind) == (False, "RequestError")
+    assert out[1].message.startswith("requests[1]: tokens[1]: unknown key 'typ'")
+    with pytest.raises(RequestError, match=r"tokens\[0\]: unknown key 'typ'"):
+        engine.authorize_multi_issuer_batch([req], tokens=[bad])
