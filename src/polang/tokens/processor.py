@@ -354,7 +354,8 @@ class TokenProcessor:
         ids = ", ".join(repr(c.settings.issuer_id) for c in candidates)
         raise TokenDrop(
             "untrusted_issuer",
-            f"issuer {ids} has no token_metadata entry with entity_type_name {mapping!r}",
+            f"issuer {ids} has no token_metadata entry with entity_type_name {mapping!r}"
+            + ("" if "::" in mapping else " nor a token of that name"),
         )
 
     def _build(
