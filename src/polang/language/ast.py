@@ -344,6 +344,32 @@ def children(e: Expr) -> tuple[Expr, ...]:
     return ()
 
 
+BALANCE_CHAIN_AFTER = 16
+"""An ``||`` or ``&&`` chain of more operands than this is built as a balanced tree (each
+node joins two neighbouring runs, left to right) instead of one level per operator, so a
+generated condition of hundreds of alternatives nests about log2(n) levels. The two
+operators are associative in value, error and evaluation order (left to right, stopping
+at the first operand that decides), so the shape changes nothing a policy can observe;
+shorter chains keep the shape they are written in. :func:`chain_operands` gives the
+operands back in order, which is how ``polang.language.format`` prints such a chain flat
+again."""
+
+
+def chain_operands(e: Binary) -> list[Expr]:
+    """The operands of the ``||`` or ``&&`` chain ``e`` heads, in order, whatever its
+    shape (left-leaning as written, or balanced), found without recursion."""
+    out: list[Expr] = []
+    stack: list[Expr] = [e]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Binary) and node.op == e.op:
+            stack.append(node.right)
+            stack.append(node.left)
+        else:
+            out.append(node)
+    return out
+
+
 def too_deep(e: Expr, limit: int) -> Expr | None:
     """The first node (in evaluation order) nested deeper than ``limit`` levels, or
     ``None``: found without recursion, so any tree can be asked."""

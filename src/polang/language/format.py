@@ -178,6 +178,14 @@ class _Printer:
 
     def binary(self, e: ast.Binary) -> None:
         level = _BINARY_LEVEL[e.op]
+        if e.op in ("||", "&&"):
+            operands = ast.chain_operands(e)
+            if len(operands) > ast.BALANCE_CHAIN_AFTER:  # the parser balanced it: flat again
+                for i, x in enumerate(operands):
+                    if i:
+                        self.out.append(f" {e.op} ")
+                    self.at(x, level + 1)
+                return
         # Walk the left spine iteratively: long `&&`/`||`/`+` chains stay flat.
         chain: list[ast.Binary] = [e]
         left: ast.Expr = e.left

@@ -98,9 +98,10 @@ EXTENSION_METHODS = frozenset(
 MAX_EXPRESSION_DEPTH = 100
 """Deepest expression nesting accepted (docs/validation.md, "Limits"), counted on the tree
 later stages walk: each operator, member access, call, ``has``/``like``/``is`` test, set
-or record literal is a level, a chain nests one level per operator (``a + b + c`` is ``(a
-+ b) + c``) and ``e has a.b.c`` (``e has a && e.a has b && e.a.b has c``) one per
-attribute; parentheses nested deeper are refused too. Real policies stay far below it
+or record literal is a level, an arithmetic chain nests one level per operator (``a + b +
+c`` is ``(a + b) + c``; long ``||``/``&&`` chains are balanced, ``ast.BALANCE_CHAIN_AFTER``)
+and ``e has a.b.c`` (``e has a && e.a has b && e.a.b has c``) one per attribute;
+parentheses nested deeper are refused too. Real policies stay far below it
 (the conformance corpus nests at most 10 levels). It is what keeps every later stage (the
 type checker, lowering, the compiled backends, explanations, formatting), which walk the
 expression recursively with up to 4 Python frames per level (measured), well inside
@@ -769,8 +770,8 @@ class _Converter:
         self.fail(
             where,
             f"expression nests deeper than the limit of {MAX_EXPRESSION_DEPTH} levels "
-            "(MAX_EXPRESSION_DEPTH; a chain `a || b || c` nests one level per operator: "
-            "split the condition, or test a set, `[a, b].contains(x)`)",
+            "(MAX_EXPRESSION_DEPTH; a chain `a + b + c` nests one level per operator: "
+            "split the expression or the condition)",
         )
 
     def checked(self, e: ast.Expr, limit: int = MAX_EXPRESSION_DEPTH) -> ast.Expr:
@@ -808,14 +809,22 @@ class _Converter:
         return ast.If(self.expr(k[1]), self.expr(k[3]), self.expr(k[5]), self.span(tree))
 
     def _fold(self, tree: Tree, op: ast.BinaryOp) -> ast.Expr:
-        kids = tree.children
-        if len(kids) > 2 * MAX_EXPRESSION_DEPTH:
-            self.too_deep(kids[2 * MAX_EXPRESSION_DEPTH - 1])
-        left = self.expr(kids[0])
-        for i in range(2, len(kids), 2):
-            right = self.expr(kids[i])
-            left = ast.Binary(op, left, right, self.join(left.span, right.span))
-        return left
+        operands = [self.expr(k) for k in tree.children[0::2]]
+        if len(operands) <= ast.BALANCE_CHAIN_AFTER:
+            left = operands[0]
+            for right in operands[1:]:
+                left = ast.Binary(op, left, right, self.join(left.span, right.span))
+            return left
+        # balanced (BALANCE_CHAIN_AFTER): each round joins neighbouring pairs, in order
+        while len(operands) > 1:
+            joined: list[ast.Expr] = [
+                ast.Binary(op, a, b, self.join(a.span, b.span))
+                for a, b in zip(operands[0::2], operands[1::2], strict=False)
+            ]
+            if len(operands) % 2:
+                joined.append(operands[-1])
+            operands = joined
+        return operands[0]
 
     def or_expr(self, tree: Tree) -> ast.Expr:
         return self._fold(tree, "||")
