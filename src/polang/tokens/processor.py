@@ -51,6 +51,7 @@ _FIXED_BUT_ISSUER = FIXED_ATTRIBUTES - {"issuer"}
 #: The keys of a token given as a dict; any other key is refused (a misspelt ``payload``
 #: would otherwise drop the token quietly).
 TOKEN_INPUT_KEYS = ("mapping", "payload")
+_TOKEN_KEY_SET = frozenset(TOKEN_INPUT_KEYS)
 TOTAL_KEY = "total_token_count"
 # Claims that become fixed attributes rather than tags (``iss`` only once verified).
 _SKIP_UNVERIFIED = frozenset({"jti", "exp"})
@@ -138,6 +139,8 @@ def check_token_inputs(tokens: Sequence[object]) -> None:
     drop the token quietly (a token's *values* are untrusted input: those are dropped with
     a reason, never raised)."""
     for index, item in enumerate(tokens):
+        if type(item) is TokenInput or (type(item) is dict and item.keys() <= _TOKEN_KEY_SET):
+            continue  # the usual cases, without the ABC checks below (every request)
         if isinstance(item, TokenInput) or not isinstance(item, Mapping):
             continue
         extra = [k for k in item if k not in TOKEN_INPUT_KEYS]
