@@ -7,12 +7,18 @@ Usage::
     python benchmarks/bench_query.py --engine in-process,duckdb[,spark] [--entities N]
         [--threads T] [--output DIR] [--files]
 
-``--engine`` (other than the default ``in-process`` alone) runs the SQL comparison
-instead: the same matrix, who_can and what_can on each engine side by side, the matrix
-written to Parquet (``--output``, default a temporary directory), times and ratios to
-the in-process evaluator, and the row counts checked equal. ``--files`` also loads the
-entities from a Parquet file with DuckDB (no Python objects) and times who_can/what_can
-on it. Spark runs in local mode; its JVM start is reported apart.
+``--engine`` (other than the default ``in-process`` alone, or with ``--matrix-only``)
+runs the SQL comparison instead: the same matrix, who_can and what_can on each engine
+side by side, the matrix written to Parquet (``--output``, default a temporary
+directory), times (wall and CPU: DuckDB runs two threads and a writer thread) and ratios
+to the in-process evaluator, each matrix's peak resident memory (sampled), the load
+average, and the row counts checked equal. The in-process matrix is the evaluator's own
+answer (sets of principals per action and resource, counted), never expanded to entries;
+``--check-rows`` (small sizes: it keeps that answer and walks its entries) compares the
+Parquet files with it row by row. ``--matrix-only`` skips who_can/what_can (the long
+runs at 100,000 entities). ``--files`` also loads the entities from a Parquet file with
+DuckDB (no Python objects) and times who_can/what_can on it. Spark runs in local mode;
+its JVM start is reported apart.
 
 Targets (docs/queries.md): the full allowed matrix of the 200-policy / 10,000-entity store
 in under 10 s and 1 GiB; ``who_can`` / ``what_can`` in under 100 ms. Reported:
@@ -105,8 +111,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="compare the SQL engines' Parquet answers with the in-process matrix row by row",
     )
+    ap.add_argument(
+        "--matrix-only",
+        action="store_true",
+        help="the side-by-side run (as with --engine) without who_can/what_can",
+    )
     args = ap.parse_args(argv)
-    if args.engine != "in-process":
+    if args.engine != "in-process" or args.matrix_only:
         return sql_main(args)
 
     w = generate(n_entities=args.entities, n_policies=args.policies, seed=args.seed)
@@ -226,6 +237,50 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if not bad else 1
 
 
+class _PeakRss:
+    """The process's resident memory sampled every 50 ms while a phase runs (``ru_maxrss``
+    only ever grows, so it cannot give the second engine's peak)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.peak = max(self.peak, _rss_mib())
+
+    def __enter__(self) -> _PeakRss:
+        self.peak = _rss_mib()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_mib())
+
+
+def _matrix_timed(fn: Any) -> tuple[Any, dict[str, float]]:
+    """``fn()`` with its wall and CPU seconds (every thread), peak RSS and load average."""
+    import os
+
+    gc.collect()
+    load0 = os.getloadavg()[0]
+    with _PeakRss() as rss:
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = fn()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return out, {
+        "s": wall,
+        "cpu_s": cpu,
+        "peak_rss_mib": rss.peak,
+        "load_avg_1m": (load0 + os.getloadavg()[0]) / 2,
+    }
+
+
 def sql_main(args: Any) -> int:
     """The SQL engines beside the in-process evaluator (see the module docstring)."""
     import tempfile
@@ -248,6 +303,8 @@ def sql_main(args: Any) -> int:
     del w
 
     def queries(who: Any, what: Any) -> dict[str, float]:
+        if args.matrix_only:
+            return {}
         tw, tt = [], []
         for u, d in picks:
             tw.append(_timed(lambda d=d: who(d))[1])
@@ -263,7 +320,10 @@ def sql_main(args: Any) -> int:
         rss0 = _rss_mib()
         if name == "in-process":
             qi, r["load_s"], _ = _timed(lambda: QueryIndex(auth, facts, schema))
-            m, r["matrix_s"], _ = _timed(lambda qi=qi: access_matrix(auth, qi, ctx, schema=schema))
+            # the evaluator's answer: per (action, resource) a group of principal sets,
+            # counted (len), not expanded to entries
+            m, t = _matrix_timed(lambda qi=qi: access_matrix(auth, qi, ctx, schema=schema))
+            r.update({f"matrix_{k}": v for k, v in t.items()})
             r["rows"] = len(m)
             if args.check_rows:
                 kept["matrix"] = m
@@ -296,9 +356,11 @@ def sql_main(args: Any) -> int:
                 )
             )
             target = out_dir / f"matrix-{name}.parquet"
-            res, r["matrix_to_parquet_s"], _ = _timed(
+            res, t = _matrix_timed(
                 lambda eng=eng, target=target: eng.access_matrix(ctx, output=target)
             )
+            r.update({f"matrix_to_parquet_{k}": v for k, v in t.items()})
+            r["parquet_mib"] = _size_mib(target)
             r["rows"] = res.stats.rows
             r["batches"] = res.stats.batches
             r["complete"] = res.complete
@@ -358,6 +420,9 @@ def sql_main(args: Any) -> int:
                 "matrix_vs_in_process_matrix": round(
                     r["matrix_to_parquet_s"] / base["matrix_s"], 2
                 ),
+                "cpu_vs_in_process_cpu": round(
+                    r["matrix_to_parquet_cpu_s"] / base["matrix_cpu_s"], 2
+                ),
                 "rows_equal": r["rows"] == base["rows"],
             }
         report["ratios"] = ratios
@@ -366,6 +431,12 @@ def sql_main(args: Any) -> int:
     bad = any(not x["rows_equal"] for x in report.get("ratios", {}).values())
     bad = bad or any(v != "equal" for v in report.get("rows_checked", {}).values())
     return 1 if bad else 0
+
+
+def _size_mib(path: Path) -> float:
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
+    return path.stat().st_size / 2**20
 
 
 def _same_rows(matrix: Any, path: Path) -> str:
