@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -52,9 +53,16 @@ def cedar_outcomes(sc: Scenario) -> list[tuple[str, set[str], set[str]]]:
                 for link in sc.policies.links
             ]
         )
-    entities = cedarpy.Entities.from_json_str(json.dumps(sc.entities), schema)
+    return cedar_decide(ps, schema, sc.entities, sc.requests)
+
+
+def cedar_decide(
+    ps: Any, schema: Any, entities: list[dict[str, Any]], requests: list[dict[str, Any]]
+) -> list[tuple[str, set[str], set[str]]]:
+    """(decision, reasons, error ids) per request from cedarpy's ``PolicySet`` ``ps``."""
+    ents = cedarpy.Entities.from_json_str(json.dumps(entities), schema)
     out = []
-    for r in cedarpy.is_authorized_batch(sc.requests, ps, entities, schema):
+    for r in cedarpy.is_authorized_batch(requests, ps, ents, schema):
         decision = r.decision.value.lower()
         assert decision in ("allow", "deny"), f"cedarpy rejected a request: {r._authz_resp}"
         errors = set()
@@ -81,10 +89,20 @@ def polang_authorizer(sc: Scenario, backend: str = "compiled") -> Authorizer:
 
 
 def polang_outcomes(sc: Scenario, authorizer: Authorizer) -> list[tuple[str, set[str], set[str]]]:
-    schema = parse_schema(sc.schema.text())
-    facts = EntityFacts(parse_entities(json.dumps(sc.entities), schema))
+    return polang_decide(authorizer, sc.schema.text(), sc.entities, sc.requests)
+
+
+def polang_decide(
+    authorizer: Authorizer,
+    schema_text: str,
+    entities: list[dict[str, Any]],
+    requests: list[dict[str, Any]],
+) -> list[tuple[str, set[str], set[str]]]:
+    """(decision, reasons, error ids) per request, the entities and requests read as JSON."""
+    schema = parse_schema(schema_text)
+    facts = EntityFacts(parse_entities(json.dumps(entities), schema))
     out = []
-    for req in sc.requests:
+    for req in requests:
         action = parse_entity_uid_json(req["action"])
         d = authorizer.is_authorized(
             parse_entity_uid_json(req["principal"]),

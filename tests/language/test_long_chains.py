@@ -7,22 +7,20 @@ to nest one level per operator and hit ``MAX_EXPRESSION_DEPTH`` from 99 operator
 
 from __future__ import annotations
 
-import json
 import random
-import re
 
 import pytest
 
 from polang.datalog.authorizer import Authorizer
-from polang.datalog.facts import EntityFacts
 from polang.language import ast
-from polang.language.entities import parse_context, parse_entities, parse_entity_uid_json
 from polang.language.format import format_policies
 from polang.language.parser import MAX_EXPRESSION_DEPTH, parse_policies
 from polang.language.schema import parse_schema
 from polang.language.validate import validate_policies
 
 cedarpy = pytest.importorskip("cedarpy")
+
+from datalog.test_differential_cedarpy import cedar_decide, polang_decide  # noqa: E402
 
 SCHEMA = """
 entity User { level: Long, tags: Set<String>, opt?: Long };
@@ -44,7 +42,6 @@ OPERANDS = [
     "context.k == {k}",
     "resource.n < {k}",
 ]
-_ERROR_ID = re.compile(r"while evaluating policy `([^`]+)`")
 
 
 def chain(rng: random.Random, n: int, depth: int = 0) -> str:
@@ -113,34 +110,16 @@ def chain_depth(e: ast.Binary) -> int:
 def test_long_chains_decide_as_cedarpy_decides(seed: int) -> None:
     rng = random.Random(seed)
     text, ents, reqs = policies(rng), entities(rng), requests(rng)
-    c_schema = cedarpy.Schema.from_str(SCHEMA)
-    c_ents = cedarpy.Entities.from_json_str(json.dumps(ents), c_schema)
-    want = []
-    for r in cedarpy.is_authorized_batch(reqs, cedarpy.PolicySet.from_str(text), c_ents, c_schema):
-        errors = {m.group(1) for e in r.diagnostics.errors if (m := _ERROR_ID.search(e))}
-        want.append((r.decision.value.lower(), set(r.diagnostics.reasons), errors))
-
-    parsed = parse_policies(text)
-    schema = parse_schema(SCHEMA)
-    facts = EntityFacts(parse_entities(json.dumps(ents), schema))
-    by_id = {f"policy{i}": p for i, p in enumerate(parsed)}  # cedarpy's ids
+    want = cedar_decide(
+        cedarpy.PolicySet.from_str(text), cedarpy.Schema.from_str(SCHEMA), ents, reqs
+    )
+    by_id = {f"policy{i}": p for i, p in enumerate(parse_policies(text))}  # cedarpy's ids
     for backend in ("compiled", "pydatalog") if seed < 4 else ("compiled",):
-        authorizer = Authorizer(by_id, backend=backend)
-        got = []
-        for req in reqs:
-            action = parse_entity_uid_json(req["action"])
-            d = authorizer.is_authorized(
-                parse_entity_uid_json(req["principal"]),
-                action,
-                parse_entity_uid_json(req["resource"]),
-                parse_context(req["context"], schema, action),
-                facts,
-            )
-            got.append((d.decision, set(d.reasons), {e.policy_id for e in d.errors}))
+        got = polang_decide(Authorizer(by_id, backend=backend), SCHEMA, ents, reqs)
         assert got == want, backend
 
     c_valid = cedarpy.validate_policies(text, SCHEMA).validation_passed
-    assert (not validate_policies(by_id, schema)) == c_valid
+    assert (not validate_policies(by_id, parse_schema(SCHEMA))) == c_valid
 
 
 def test_a_chain_far_past_the_depth_limit_is_accepted_and_printed_flat() -> None:
