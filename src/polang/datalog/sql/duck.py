@@ -81,7 +81,8 @@ def _sorted_unique(r: Any, p: Any) -> tuple[Any, Any]:
     key = r.astype(dt)
     key -= r0
     key *= width
-    key += p.astype(dt, copy=False) - p0
+    key += p
+    key -= p0
     key.sort()
     keep = np.empty(len(key), dtype=bool)
     keep[0] = True
@@ -203,8 +204,10 @@ class DuckRunner:
             con.execute(f"SET preserve_insertion_order = {bool(before[0][0])}")
         if not rs:
             return
-        r, p = _sorted_unique(np.concatenate(rs), np.concatenate(ps))
-        del rs, ps
+        r, p = np.concatenate(rs), np.concatenate(ps)
+        rs.clear()
+        ps.clear()
+        r, p = _sorted_unique(r, p)
         allow = pa.array(["allow"], pa.string())
         step = self.batch_rows
         for i in range(0, len(r), step):
