@@ -195,6 +195,20 @@ def test_workload_matrix_rows_and_files(
         out = tmp_path / "m.parquet"
         res = eng.access_matrix(ctx, output=out, format="parquet", reasons=True)
         assert res.stats.rows == len(triples) and not res.entries
+        # without reasons: each batch's pairs fetched unordered, with repeats, then
+        # ordered and made unique in NumPy; the file is the in-process answer row by row
+        bare = tmp_path / "bare.parquet"
+        res = eng.access_matrix(ctx, output=bare, batch_pairs=30_000)
+        assert res.stats.batches > 6 and res.stats.rows == len(triples)
+        assert [
+            (
+                EntityUID(r["principal_type"], r["principal_id"]),
+                EntityUID(r["action_type"], r["action_id"]),
+                EntityUID(r["resource_type"], r["resource_id"]),
+            )
+            for r in pq.read_table(bare).to_pylist()
+        ] == triples
+        assert {r["decision"] for r in pq.read_table(bare).to_pylist()} == {"allow"}
         t = pq.read_table(out).to_pylist()
         assert [
             (
@@ -368,3 +382,36 @@ def test_policies_differing_in_constants_share_one_branch() -> None:
             assert_same(what_can(auth, facts, u, None, ctx, schema=schema), got, "what")
     finally:
         eng.close()
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_pairs_ordered_once_and_ids_compacted(wide: bool) -> None:
+    """The NumPy steps of a matrix batch: pairs with repeats, in any order, come out
+    ordered by (r, p) and once each (a 32-bit key, or 64 bits when the span is wide);
+    an id column becomes a dictionary over the batch's own ids (a mask over a narrow
+    span, ``unique`` over a wide one)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from polang.datalog.sql.duck import _compact, _sorted_unique
+
+    rng = np.random.default_rng(3)
+    hi = 2**30 if wide else 3_000
+    r = rng.integers(7, hi, 20_000).astype(np.int32)
+    p = rng.integers(11, hi, 20_000).astype(np.int32)
+    r, p = np.concatenate([r, r[:999], r[5:50]]), np.concatenate([p, p[:999], p[5:50]])
+    got_r, got_p = _sorted_unique(r, p)
+    want = sorted(set(zip(r.tolist(), p.tolist(), strict=True)))
+    assert list(zip(got_r.tolist(), got_p.tolist(), strict=True)) == want
+    assert got_r.dtype == np.int32 and got_p.dtype == np.int32
+
+    n_ids = 2_100_000 if wide else 3_000
+    ids = pc.cast(pa.array(np.arange(n_ids)), pa.string())
+    eids = rng.integers(0, 3_000, 50).astype(np.int32)
+    if wide:  # a span much wider than the batch: the unique branch
+        eids = np.array([5, 2_000_000, 5, 17], dtype=np.int32)
+    arr = _compact(eids, ids)
+    assert pa.types.is_dictionary(arr.type)
+    assert arr.to_pylist() == [str(i) for i in eids.tolist()]
+    assert len(arr.dictionary) == len(set(eids.tolist()))
