@@ -68,6 +68,18 @@ def _compact(eids: Any, ids: Any) -> Any:
     )
 
 
+def _type_column(eids: Any, codes: Any, names: Any, zeros: Any) -> Any:
+    """The type names of ``eids`` as a dictionary array. eids are numbered in (type, id)
+    order, so each type is one range of eids: when the batch's first and last eids
+    have the same type, so have all (one name, all-zero indexes, no gather)."""
+    import pyarrow as pa
+
+    lo, hi = codes[int(eids.min())], codes[int(eids.max())]
+    if lo == hi:
+        return pa.DictionaryArray.from_arrays(zeros, names.take(pa.array([lo])))
+    return pa.DictionaryArray.from_arrays(pa.array(codes[eids]), names)
+
+
 def _sorted_unique(r: Any, p: Any) -> tuple[Any, Any]:
     """The pairs ``(r, p)`` ordered by ``r`` then ``p``, each once: one sort of a single
     integer key ``(r - r0) * width + (p - p0)`` (32 bits when the pairs' span fits; NumPy
@@ -257,9 +269,9 @@ class DuckRunner:
             codes, names = self._type_codes()
             pn = p.to_numpy(zero_copy_only=False)
             rn = r.to_numpy(zero_copy_only=False)
-            p_t, r_t = d(pa.array(codes[pn]), names), d(pa.array(codes[rn]), names)
-            p_i, r_i = _compact(pn, ids), _compact(rn, ids)
             zeros = pa.array(np.zeros(n, dtype=np.int32))
+            p_t, r_t = _type_column(pn, codes, names, zeros), _type_column(rn, codes, names, zeros)
+            p_i, r_i = _compact(pn, ids), _compact(rn, ids)
             a_t = d(zeros, pa.array([action.type], pa.string()))
             a_i = d(zeros, pa.array([action.id], pa.string()))
             if not pa.types.is_dictionary(dec.type):
