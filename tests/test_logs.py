@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import os
+import random
 import re
 import threading
 import uuid
@@ -29,8 +30,11 @@ from polang.logs import (
     UUIDv7Generator,
     format_timestamp,
     redact_tokens,
+    reserve_uuid7,
+    reserve_uuid7_many,
     token_log_ids,
     uuid7,
+    uuid7_text,
 )
 
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
@@ -960,3 +964,90 @@ def test_uuid7_batches_are_ids_in_order_across_counter_carries() -> None:
     for s in ids[::101]:
         u = uuid.UUID(s)
         assert u.version == 7 and u.variant == uuid.RFC_4122 and str(u) == s
+
+
+def test_reserved_ids_are_written_as_rfc_9562_uuidv7_text() -> None:
+    """``uuid7_text`` of reserved bits is the UUID built field by field: 48-bit ms,
+    version 7, 12 bits, variant 0b10, 62 bits (checked with ``uuid.UUID(fields)``)."""
+    rng = random.Random(9)
+    for _ in range(500):
+        ms, rand = rng.getrandbits(48), rng.getrandbits(74)
+        want = uuid.UUID(
+            int=ms << 80 | 7 << 76 | (rand >> 62) << 64 | 0b10 << 62 | rand & (2**62 - 1)
+        )
+        assert uuid7_text(ms << 74 | rand) == str(want)
+    gen = UUIDv7Generator(clock_ms=lambda: 1_700_000_000_123)
+    u = uuid.UUID(uuid7_text(gen.reserve()))
+    assert u.version == 7 and u.variant == uuid.RFC_4122 and u.int >> 80 == 1_700_000_000_123
+
+
+@pytest.mark.parametrize("counter_bits", [42, 2, 30, 74])
+def test_reserved_ids_interleave_in_order_with_text_ids(counter_bits: int) -> None:
+    """``reserve``, ``reserve_many``, ``__call__`` and ``many`` share one sequence: ids
+    sort in the order they were drawn, through counter overflow, a clock standing still
+    or going back, and new milliseconds."""
+    ticks = itertools.chain([50] * 3_000, [40] * 500, range(51, 100_000))
+    gen = UUIDv7Generator(clock_ms=lambda: next(ticks), counter_bits=counter_bits)
+    ids: list[str] = []
+    for k in range(1_500):
+        step = k % 4
+        if step == 0:
+            ids.append(uuid7_text(gen.reserve()))
+        elif step == 1:
+            ids.extend(uuid7_text(b) for b in gen.reserve_many(k % 9))
+        elif step == 2:
+            ids.append(gen())
+        else:
+            ids.extend(gen.many(3))
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    for s in ids[::37]:
+        u = uuid.UUID(s)
+        assert u.version == 7 and u.variant == uuid.RFC_4122 and str(u) == s
+
+
+def test_reserved_ids_draw_fresh_random_tails_after_a_fork(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Parent and child share the counter state at a fork: their next ids differ only by
+    the random tail, which the child draws from its own pool."""
+    import polang.logs as logs_mod
+
+    gen = UUIDv7Generator(clock_ms=lambda: 5)
+    gen.reserve()
+    parent_tails = gen._tails
+    state = (gen._last_ms, gen._counter)
+    monkeypatch.setattr(logs_mod, "_FORKS", [logs_mod._FORKS[0] + 1])  # as after a fork
+    child = gen.reserve()
+    assert gen._tails is not parent_tails and child & 0xFFFF_FFFF == gen._tails[0]
+    assert child >> 32 == (state[0] << 42 | state[1] + 1)
+    batch = gen.reserve_many(3)
+    assert gen._tails is not parent_tails and batch == sorted(batch)
+
+
+def test_reserved_ids_refuse_a_timestamp_beyond_48_bits() -> None:
+    gen = UUIDv7Generator(clock_ms=lambda: 1 << 48)
+    with pytest.raises(LogError, match="48-bit range"):
+        gen.reserve()
+    with pytest.raises(LogError, match="48-bit range"):
+        gen.reserve_many(4)
+    with pytest.raises(LogError, match="48-bit range"):
+        UUIDv7Generator(clock_ms=lambda: 1 << 48, counter_bits=10).reserve()
+
+
+def test_reserved_ids_from_threads_are_unique() -> None:
+    bits: list[list[int]] = [[] for _ in range(4)]
+
+    def work(i: int) -> None:
+        for _ in range(300):
+            bits[i].append(reserve_uuid7())
+            bits[i].extend(reserve_uuid7_many(3))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    flat = [b for per in bits for b in per]
+    assert len(set(flat)) == len(flat) == 4 * 1200
+    for per in bits:
+        assert per == sorted(per)  # one thread's ids in its drawing order

@@ -86,6 +86,50 @@ def test_a_field_missing_from_slots_is_refused() -> None:
             y: int
 
 
+class Lazy(Record):
+    """A field named in ``_computed``: a property over a private slot, filled on read."""
+
+    __slots__ = ("_text", "n")
+    _computed = ("text",)
+    _text: str | int
+    n: int
+    text: str
+
+    def __init__(self, n: int, text: str | int) -> None:
+        object.__setattr__(self, "n", n)
+        object.__setattr__(self, "_text", text)
+
+
+def _lazy_text(obj: Lazy) -> str:
+    raw = obj._text
+    if type(raw) is int:
+        raw = f"<{raw}>"
+        object.__setattr__(obj, "_text", raw)
+    return str(raw)
+
+
+setattr(Lazy, "text", property(_lazy_text))  # noqa: B010
+
+
+def test_a_computed_field_needs_no_slot_and_is_a_field() -> None:
+    assert fields(Lazy) == ("n", "text") and Lazy.__match_args__ == ("n", "text")
+    a, b = Lazy(1, 7), Lazy(1, "<7>")
+    assert a == b and hash(a) == hash(b) and Lazy(1, 8) != a
+    assert repr(Lazy(2, 3)) == "Lazy(n=2, text='<3>')"
+    c = pickle.loads(pickle.dumps(Lazy(4, 5)))
+    assert c.text == "<5>" and c._text == "<5>"
+    assert replace(Lazy(1, 9), n=2) == Lazy(2, "<9>")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.text = "x"  # type: ignore[misc]
+    with pytest.raises(TypeError, match=r"fields \['other'\] not in __slots__"):
+
+        class Bad(Record):
+            __slots__ = ("_t",)
+            _computed = ("t",)
+            t: str
+            other: int
+
+
 def test_ast_nodes_compare_without_spans() -> None:
     """Two parses of the same policy at different places are equal (spans left out)."""
     text = 'permit (principal, action, resource) when { principal.a like "x*" };'

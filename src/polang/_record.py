@@ -19,6 +19,8 @@ driven by the field names.
 - ``repr`` shows the fields not named in ``_unshown``, as a dataclass's does.
 - A slot whose name starts with ``_`` is not a field (a cache, say): not compared, shown,
   copied by :func:`replace` or pickled. ``ClassVar`` annotations are not fields either.
+- A field named in ``_computed`` needs no slot: the class makes it a property (over a
+  private slot) after its body, e.g. a value built only when first read.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class Record:
     __match_args__: ClassVar[tuple[str, ...]] = ()
 
     _frozen: ClassVar[bool] = True
+    _computed: ClassVar[tuple[str, ...]] = ()
+    """Fields read through a property rather than a slot of their own (see above)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -54,6 +58,7 @@ class Record:
         ]
         slots = cls.__dict__.get("__slots__", ())
         missing = set(own) - {slots} if isinstance(slots, str) else set(own) - set(slots)
+        missing -= set(cls._computed)
         if missing:
             raise TypeError(f"{cls.__qualname__}: fields {sorted(missing)} not in __slots__")
         fields = (*cls._fields, *own)

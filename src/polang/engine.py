@@ -43,7 +43,15 @@ from polang.language.parser import parse_entity_uid
 from polang.language.schema import Schema
 from polang.language.validate import parsed_context_is_valid, validate_request
 from polang.language.values import EntityUID, RecordValue
-from polang.logs import Logger, LogSettings, uuid7, uuid7_many
+from polang.logs import (
+    Logger,
+    LogSettings,
+    reserve_uuid7,
+    reserve_uuid7_many,
+    uuid7,
+    uuid7_many,
+    uuid7_text,
+)
 from polang.refs import EntityInput, entity_or_reference
 
 if TYPE_CHECKING:  # imported on first use (start-up time): see tests/test_imports.py
@@ -93,9 +101,17 @@ class Response(Record):
 
 
 class AuthorizeResult(Record):
-    """The answer to one request (the shape of ``spec/decisions.md``)."""
+    """The answer to one request (the shape of ``spec/decisions.md``).
 
-    __slots__ = ("decision", "dropped_tokens", "request_id", "response")
+    ``request_id`` is a UUIDv7 drawn when the request was decided (its order among all ids
+    of the process is the decision's); when nothing logs the decision, its text is written
+    on first read (``_request_id`` holds the id's bits until then, see
+    ``logs.UUIDv7Generator.reserve``): a caller that never reads it does not pay for it.
+    """
+
+    __slots__ = ("_request_id", "decision", "dropped_tokens", "response")
+    _computed = ("request_id",)
+    _request_id: str | int
     decision: bool
     request_id: str
     response: Response
@@ -109,7 +125,7 @@ class AuthorizeResult(Record):
         dropped_tokens: list[DroppedToken] | None = None,
     ) -> None:
         _set(self, "decision", decision)
-        _set(self, "request_id", request_id)
+        _set(self, "_request_id", request_id)
         _set(self, "response", response)
         _set(self, "dropped_tokens", dropped_tokens)
 
@@ -130,6 +146,18 @@ class AuthorizeResult(Record):
         return out
 
 
+def _read_request_id(result: AuthorizeResult) -> str:
+    """``AuthorizeResult.request_id``: the id's text, written (once) on first read."""
+    rid = result._request_id
+    if type(rid) is str:
+        return rid
+    text = uuid7_text(rid)  # type: ignore[arg-type]
+    _set(result, "_request_id", text)  # two threads reading at once write the same text
+    return text
+
+
+setattr(AuthorizeResult, "request_id", property(_read_request_id))  # noqa: B010 (mypy)
+
 _new = object.__new__
 
 
@@ -143,21 +171,22 @@ _set_errors = _slot_setter(Diagnostics, "errors")
 _set_verdict = _slot_setter(Response, "decision")
 _set_diagnostics = _slot_setter(Response, "diagnostics")
 _set_allow = _slot_setter(AuthorizeResult, "decision")
-_set_request_id = _slot_setter(AuthorizeResult, "request_id")
+_set_request_id = _slot_setter(AuthorizeResult, "_request_id")
 _set_response = _slot_setter(AuthorizeResult, "response")
 _set_dropped = _slot_setter(AuthorizeResult, "dropped_tokens")
 
 
 def _new_result(
     allow: bool,
-    request_id: str,
+    request_id: str | int,
     reasons: list[str],
     errors: list[dict[str, str]],
     dropped: list[DroppedToken] | None,
 ) -> AuthorizeResult:
     """``AuthorizeResult(allow, request_id, Response(..., Diagnostics(reasons, errors)),
     dropped)`` with the slots filled directly: the frozen classes' ``__init__`` costs about
-    a microsecond more per decision (equal objects; a test compares them)."""
+    a microsecond more per decision (equal objects; a test compares them). An ``int``
+    ``request_id`` is an id reserved by ``logs.reserve_uuid7``, written as text when read."""
     diag = _new(Diagnostics)
     _set_reason(diag, reasons)
     _set_errors(diag, errors)
@@ -725,7 +754,7 @@ class Engine:
         request, facts = self._unsigned_request(snap, action, resource, context, principal)
         allow, reasons, errors = snap.authorizer.verdict(request, facts)
         if not self.logger.enabled:  # nothing to log: the answer only
-            return _new_result(allow, uuid7(), reasons, errors, None)
+            return _new_result(allow, reserve_uuid7(), reasons, errors, None)
         return self._result(
             snap,
             started,
@@ -1133,13 +1162,13 @@ class Engine:
         elapsed: int | None = None
         if self.logger.enabled and out:  # each request's share of the batch's time
             elapsed = int((time.perf_counter() - started) * 1e6 / len(out))
-        ids = uuid7_many(len(todo))
         if tokens is None and not self.logger.enabled:  # nothing to log: the answers only
-            for (i, _, _), (allow, reasons, errors), request_id in zip(
-                todo, verdicts, ids, strict=True
+            for (i, _, _), (allow, reasons, errors), reserved in zip(
+                todo, verdicts, reserve_uuid7_many(len(todo)), strict=True
             ):
-                out[i] = _new_result(allow, request_id, reasons, errors, None)
+                out[i] = _new_result(allow, reserved, reasons, errors, None)
             return out
+        ids = uuid7_many(len(todo))
         for (i, request, _), (allow, reasons, errors), request_id in zip(
             todo, verdicts, ids, strict=True
         ):

@@ -17,6 +17,7 @@ import re
 import sys
 import threading
 import time
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TextIO
@@ -43,9 +44,12 @@ __all__ = [
     "UUIDv7Generator",
     "format_timestamp",
     "redact_tokens",
+    "reserve_uuid7",
+    "reserve_uuid7_many",
     "token_log_ids",
     "uuid7",
     "uuid7_many",
+    "uuid7_text",
 ]
 
 LOG_TYPES: Final = ("off", "memory", "std_out", "python")
@@ -107,6 +111,9 @@ _UUID7_VARIANT: Final = 0b10 << 62
 _UUID7_RAND_B: Final = (1 << 62) - 1
 _UUID7_LOW: Final = (1 << 80) - 1
 
+# an array typecode of 4-byte unsigned items (``I`` on every common platform)
+_TAIL_TYPECODE: Final = next(c for c in "IL" if array(c).itemsize == 4)
+
 _FORKS = [0]
 """Forks this process has made a child of (counted in the child): a generator's random
 pool drawn before the last fork is its parent's, and is drawn afresh."""
@@ -166,6 +173,10 @@ class UUIDv7Generator:
         self._hex_tail = counter_bits == 42
         self._head_key: tuple[int, int] = (-1, -1)
         self._head = ""
+        # reserve()'s random tails, 32-bit integers drawn a pool at a time
+        self._tails: array[int] = array(_TAIL_TYPECODE)
+        self._tail_pos = 0
+        self._tails_fork = -1
 
     _POOL_BYTES: Final = 4096
 
@@ -224,6 +235,78 @@ class UUIDv7Generator:
                     tail = int.from_bytes(self._pool[pos : pos + size], "big") & self._tail_mask
             prefix = self._prefix if ms == self._prefix_ms else self._new_prefix(ms)
         return self._suffix(prefix, counter, tail)
+
+    def reserve(self) -> int:
+        """The next id as its 122 bits, ``ms << 74 | counter << (74 - counter_bits) |
+        tail``: drawn now (clock, counter and random tail, in order with every other id of
+        this generator; a forked child draws its own random bits), written as text by
+        :func:`uuid7_text` only when someone reads it. A decision whose id nobody reads
+        skips the formatting (about a microsecond)."""
+        if not self._hex_tail:
+            return self._reserve_general()
+        clock = self._clock_ms
+        now = time.time_ns() // 1_000_000 if clock is None else int(clock())
+        with self._lock:
+            counter = self._counter + 1
+            if now > self._last_ms or counter >> 42:
+                self._advance_checked(now)  # a new millisecond, or the counter's overflow
+                counter = self._counter
+            else:
+                self._counter = counter
+            # the 32-bit tails come from their own pool, whole integers (no bytes slicing)
+            i = self._tail_pos
+            if i >= len(self._tails) or self._tails_fork != _FORKS[0]:
+                self._tails = array(_TAIL_TYPECODE, self._random_bytes(self._POOL_BYTES))
+                self._tails_fork = _FORKS[0]
+                i = 0
+            self._tail_pos = i + 1
+            return (self._last_ms << 74) | (counter << 32) | self._tails[i]
+
+    def reserve_many(self, n: int) -> list[int]:
+        """``n`` ids as ``n`` :meth:`reserve` calls make them, with one clock read and one
+        lock (a batch of decisions)."""
+        if n <= 1 or not self._hex_tail:
+            return [self.reserve() for _ in range(n)]
+        clock = self._clock_ms
+        now = time.time_ns() // 1_000_000 if clock is None else int(clock())
+        out: list[int] = []
+        append = out.append
+        with self._lock:
+            tails = self._tails
+            i = self._tail_pos
+            if i + n > len(tails) or self._tails_fork != _FORKS[0]:
+                size = max(4 * n, self._POOL_BYTES)
+                self._tails = tails = array(_TAIL_TYPECODE, self._random_bytes(size))
+                self._tails_fork = _FORKS[0]
+                i = 0
+            self._tail_pos = i + n
+            for k in range(i, i + n):
+                counter = self._counter + 1
+                if now > self._last_ms or counter >> 42:
+                    self._advance_checked(now)
+                    counter = self._counter
+                else:
+                    self._counter = counter
+                append((self._last_ms << 74) | (counter << 32) | tails[k])
+        return out
+
+    def _reserve_general(self) -> int:
+        """:meth:`reserve` for a layout other than the default (tests, mostly)."""
+        clock = self._clock_ms
+        now = time.time_ns() // 1_000_000 if clock is None else int(clock())
+        with self._lock:
+            self._advance_checked(now)
+            tail = self._random_int(self._random_tail_bits)
+            return (self._last_ms << 74) | (self._counter << self._random_tail_bits) | tail
+
+    def _advance_checked(self, now: int) -> None:
+        """:meth:`_advance`, refused (state unchanged) past the 48-bit millisecond range."""
+        before = (self._last_ms, self._counter)
+        self._advance(now)
+        if not 0 <= self._last_ms < 1 << 48:
+            ms = self._last_ms
+            self._last_ms, self._counter = before
+            raise LogError(f"UUIDv7 timestamp {ms} ms is outside the 48-bit range")
 
     def many(self, n: int) -> list[str]:
         """``n`` ids, as ``n`` calls would make them, with one clock read, one lock and one
@@ -321,6 +404,24 @@ _default_uuid7 = UUIDv7Generator()
 def uuid7() -> str:
     """A new UUIDv7 string (lowercase, hyphenated), monotonic across the whole process."""
     return _default_uuid7()
+
+
+def uuid7_text(raw: int) -> str:
+    """The text of an id drawn by :meth:`UUIDv7Generator.reserve`: the 48-bit millisecond,
+    version 7, the first 12 of the 74 random-or-counter bits, variant ``0b10``, the last 62
+    (RFC 9562 section 5.7), lowercase and hyphenated."""
+    low = _UUID7_VERSION | ((raw >> 62) & 0xFFF) << 64 | _UUID7_VARIANT | (raw & _UUID7_RAND_B)
+    h = f"{(raw >> 74) << 80 | low:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+reserve_uuid7: Final[Callable[[], int]] = _default_uuid7.reserve
+"""The next process-wide UUIDv7 (in order with :func:`uuid7`'s) as its bits, for text
+made when needed by :func:`uuid7_text` (the bound method itself: one call less per id)."""
+
+
+reserve_uuid7_many: Final[Callable[[int], list[int]]] = _default_uuid7.reserve_many
+"""``n`` :func:`reserve_uuid7` ids at once, in order."""
 
 
 def uuid7_many(n: int) -> list[str]:
