@@ -174,6 +174,10 @@ _set_allow = _slot_setter(AuthorizeResult, "decision")
 _set_request_id = _slot_setter(AuthorizeResult, "_request_id")
 _set_response = _slot_setter(AuthorizeResult, "response")
 _set_dropped = _slot_setter(AuthorizeResult, "dropped_tokens")
+_set_principal = _slot_setter(Request, "principal")
+_set_action = _slot_setter(Request, "action")
+_set_resource = _slot_setter(Request, "resource")
+_set_context = _slot_setter(Request, "context")
 
 
 def _new_result(
@@ -668,8 +672,17 @@ class Engine:
         # a context parsed from JSON by the action's type is checked already (when its type
         # leaves nothing to validation); None and a caller's RecordValue are not
         parsed = context is not None and not isinstance(context, RecordValue)
-        self._check_parsed(snap, puid, act, ruid, ctx, parsed)
-        return Request(puid, act, ruid, ctx), snap.facts.with_entities(request_entities)
+        if not (
+            parsed and (act, None if puid is None else puid[0], ruid[0]) in snap.clean_checks
+        ):  # (the clean check kept per snapshot, looked up inline: once per request)
+            self._check_parsed(snap, puid, act, ruid, ctx, parsed)
+        # the Request's slots filled directly (its __init__ is a Python call more)
+        request = _new(Request)
+        _set_principal(request, puid)
+        _set_action(request, act)
+        _set_resource(request, ruid)
+        _set_context(request, ctx)
+        return request, snap.facts.with_entities(request_entities)
 
     def _check_parsed(
         self,
