@@ -74,6 +74,11 @@ METRICS_INTERVAL = 60.0
 
 _set = object.__setattr__
 
+CLEAN_CONTEXTS_MAX = 4096
+"""Contexts given as values (``RecordValue``, or none) whose clean schema check a policy
+store snapshot keeps, per action and principal and resource type; the cache is emptied
+when it reaches this many (a bound on memory, never on what is decided)."""
+
 
 class Diagnostics(Record):
     """Why a decision came out as it did: the policies that determined it and the
@@ -280,6 +285,7 @@ class _Snapshot(Record):
         "action_token_problems",
         "authorizer",
         "clean_checks",
+        "clean_contexts",
         "facts",
         "lock",
         "make_tokens",
@@ -308,6 +314,10 @@ class _Snapshot(Record):
     """(action, principal type, resource type) of requests whose schema check found nothing
     with a context the parse already conformed (plain types only: the check's answer is the
     same for every uid of them). Bounded by the schema's actions and types."""
+    clean_contexts: dict[tuple[EntityUID, str | None, str, RecordValue], bool]
+    """The same for a context given as a ``RecordValue`` (or none), keyed by its value
+    (equal values check alike): such a context is not conformed by a parse. Emptied when
+    it reaches ``CLEAN_CONTEXTS_MAX`` entries."""
 
     def __init__(
         self,
@@ -321,6 +331,7 @@ class _Snapshot(Record):
         processor: TokenProcessor | None = None,
         lock: threading.Lock | None = None,
         clean_checks: dict[tuple[EntityUID, str | None, str], bool] | None = None,
+        clean_contexts: dict[tuple[EntityUID, str | None, str, RecordValue], bool] | None = None,
     ) -> None:
         self.store = store
         self.authorizer = authorizer
@@ -332,6 +343,7 @@ class _Snapshot(Record):
         self.processor = processor
         self.lock = threading.Lock() if lock is None else lock
         self.clean_checks = {} if clean_checks is None else clean_checks
+        self.clean_contexts = {} if clean_contexts is None else clean_contexts
 
     @property
     def tokens(self) -> TokenProcessor:
@@ -694,19 +706,50 @@ class Engine:
         parsed: bool,
     ) -> None:
         """The schema check of a request whose context was ``parsed`` from JSON (or not);
-        a clean answer for plain types is kept per snapshot."""
+        a clean answer for plain types is kept per snapshot (for a context not parsed,
+        by the context's value)."""
         key = (act, None if puid is None else puid[0], ruid[0])
         if parsed and key in snap.clean_checks:  # (kept only under strict validation)
             return
         if not self.config.strict_schema_validation:
             return
         schema = snap.store.schema
-        if not parsed or not parsed_context_is_valid(schema, act):
+        if not parsed:
+            self._check_context(snap, puid, act, ruid, ctx)
+            return
+        if not parsed_context_is_valid(schema, act):
             self._check_request(puid, act, ruid, ctx, schema)
             return
         self._check_request(puid, act, ruid, None, schema)  # raises on a finding
         if (puid is None or _plain_type(schema, puid[0])) and _plain_type(schema, ruid[0]):
             snap.clean_checks[key] = True
+
+    def _check_context(
+        self,
+        snap: _Snapshot,
+        puid: EntityUID | None,
+        act: EntityUID,
+        ruid: EntityUID,
+        ctx: RecordValue,
+    ) -> None:
+        """The full schema check of a request whose context was given as a value (or not
+        at all), a clean answer for plain types kept by the context's value (a service
+        passing the same few contexts checks each once per snapshot)."""
+        schema = snap.store.schema
+        ptype = None if puid is None else puid[0]
+        key = (act, ptype, ruid[0], ctx)
+        clean = snap.clean_contexts
+        try:
+            if key in clean:
+                return
+        except TypeError:  # a value that cannot be hashed: checked every time
+            self._check_request(puid, act, ruid, ctx, schema)
+            return
+        self._check_request(puid, act, ruid, ctx, schema)  # raises on a finding
+        if (ptype is None or _plain_type(schema, ptype)) and _plain_type(schema, ruid[0]):
+            if len(clean) >= CLEAN_CONTEXTS_MAX:
+                clean.clear()  # bounded: a service with many distinct contexts starts over
+            clean[key] = True
 
     def _token_request(
         self,
