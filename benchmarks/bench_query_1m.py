@@ -298,10 +298,15 @@ def main(argv: list[str] | None = None) -> int:
     report["complete"] = all(w.complete and m.complete for _a, _d, _u, w, m in results)
     report["peak_rss_mib"] = round(_peak_rss_mib(), 1)
     if args.matrix:
-        t0 = time.perf_counter()
+        import os
+
+        load0 = os.getloadavg()[0]
+        t0, c0 = time.perf_counter(), time.process_time()
         res = eng.access_matrix(ctx, output=out / "matrix.parquet")
         report["matrix"] = {
             "to_parquet_s": round(time.perf_counter() - t0, 2),
+            "cpu_s": round(time.process_time() - c0, 2),  # every thread: DuckDB's two, writer
+            "load_avg_1m": round((load0 + os.getloadavg()[0]) / 2, 2),
             "rows": res.stats.rows,
             "batches": res.stats.batches,
             "complete": res.complete,
