@@ -81,6 +81,6 @@ def test_command_line_runs_and_profiles(bench: object, capsys: pytest.CaptureFix
     # the in-situ split: every variant timed (and decided as the full request, or the
     # mismatch count above would not be 0)
     assert "where the headline row's time goes" in out
-    for variant in ("entities parsed", "references", "full, 20 repeated"):
+    for variant in ("entities parsed", "references", "context parsed", "full, 20 repeated"):
         assert variant in out
     assert '"split_us_per_request"' in out
