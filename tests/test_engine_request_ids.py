@@ -18,9 +18,18 @@ from typing import Any
 
 import pytest
 
-from polang import AuthorizeResult, Engine
+from polang import AuthorizeResult, Engine, TokenInput
 from polang.logs import uuid7
-from test_engine import NO_NETWORK, VIEW, item, shop_files, user, write_store
+from test_engine import (
+    BUY,
+    NO_NETWORK,
+    VIEW,
+    item,
+    shop_files,
+    unverified_jwt,
+    user,
+    write_store,
+)
 
 
 @pytest.fixture
@@ -86,6 +95,28 @@ def test_ids_read_in_any_order_sort_in_decision_order(quiet: Engine) -> None:
     texts = [m if isinstance(m, str) else m.request_id for m in made]
     assert len(set(texts)) == len(texts)
     assert texts == sorted(texts)
+    assert all(is_uuid7(t) for t in texts)
+
+
+def test_multi_issuer_ids_are_written_when_read_in_decision_order(quiet: Engine) -> None:
+    """The multi-issuer call and both batches keep the id's bits too (and their dropped
+    tokens as before)."""
+    tokens = [
+        TokenInput("Shop::Access_token", unverified_jwt(scope=["shop:buy"])),
+        TokenInput("Shop::Access_token", unverified_jwt(jti="old", exp=1000)),
+    ]
+    made: list[AuthorizeResult] = []
+    for k in range(6):
+        made.append(quiet.authorize_multi_issuer(tokens, BUY, item(f"m{k}")))
+        batch = quiet.authorize_multi_issuer_batch(
+            [{"action": BUY, "resource": item(f"n{k}{j}")} for j in range(3)], tokens=tokens
+        )
+        made.extend(r for r in batch if isinstance(r, AuthorizeResult))
+        made.append(decide(quiet, k))
+    assert len(made) == 30 and all(type(r._request_id) is int for r in made)
+    assert all(r.dropped_tokens for r in made[:1])
+    texts = [r.request_id for r in reversed(made)][::-1]
+    assert texts == sorted(texts) and len(set(texts)) == 30
     assert all(is_uuid7(t) for t in texts)
 
 

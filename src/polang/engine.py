@@ -1224,7 +1224,10 @@ class Engine:
             ):
                 out[i] = _new_result(allow, reserved, reasons, errors, None)
             return out
-        ids = uuid7_many(len(todo))
+        # ids written when read unless a decision log needs them now
+        ids: Sequence[str | int] = (
+            uuid7_many(len(todo)) if self.logger.enabled else reserve_uuid7_many(len(todo))
+        )
         for (i, request, _), (allow, reasons, errors), request_id in zip(
             todo, verdicts, ids, strict=True
         ):
@@ -1259,13 +1262,19 @@ class Engine:
         dropped: list[DroppedToken] | None = None,
         log_ids: list[TokenLogId] | None = None,
         elapsed_us: int | None = None,
-        request_id: str | None = None,
+        request_id: str | int | None = None,
     ) -> AuthorizeResult:
-        if request_id is None:
+        """The answer, its decision log entry and metrics. ``request_id``: the batch's id
+        for the request (text, or reserved bits when nothing logs it), else one drawn."""
+        logged = self.logger.enabled
+        if not logged:  # nothing to log: the id is written when read
+            rid = reserve_uuid7() if request_id is None else request_id
+            return _new_result(allow, rid, reasons, errors, dropped)
+        if type(request_id) is not str:
             request_id = uuid7()
         # the verdict's lists are its own (fresh per decision): the result takes them
         result = _new_result(allow, request_id, reasons, errors, dropped)
-        if self.logger.enabled:
+        if logged:
             elapsed = (
                 int((time.perf_counter() - started) * 1e6) if elapsed_us is None else elapsed_us
             )
