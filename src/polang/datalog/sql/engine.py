@@ -3,8 +3,9 @@
 :class:`SqlEngine` owns a :class:`~polang.datalog.sql.plan.Planner` over a loaded
 population and turns each query into per-action SQL; a backend (DuckDB, Spark) executes
 the text. The DuckDB backend runs the matrix in batches of resources (each a range of
-``eid``), so the aggregation that removes duplicate grants never holds more than one
-batch, and streams each batch's rows to the output file as Arrow record batches.
+``eid``), so removing duplicate grants (an aggregation with reasons, else a NumPy sort of
+the batch's pairs) never holds more than one batch, and streams each batch's rows to the
+output file as Arrow record batches.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ KEYS = (
 
 DEFAULT_BATCH_PAIRS = 50_000_000
 """A matrix batch covers at most this many (principal, resource) candidate pairs of one
-action (the upper bound of the rows its aggregation holds)."""
+action (the upper bound of the distinct rows its aggregation or sort holds)."""
 
 
 class SqlFallback(SqlError):

@@ -553,9 +553,9 @@ def decision_query(
     merged likewise, are evaluated on those pairs only and anti-joined.
 
     ``sorted_dups`` (without ``reasons``): the pairs are not grouped, so a pair several
-    permits grant comes out several times; the caller orders by (r, p) and drops the
-    repeats next to each other (a sort the order needs anyway, instead of a hash
-    aggregation as large as the answer)."""
+    permits grant comes out several times; the runner orders them by (r, p) and drops
+    the repeats (DuckDB's: one NumPy sort per batch, instead of a hash aggregation as
+    large as the answer or an ``ORDER BY``)."""
     fn = planner.fn
     if aq.has_maybe:
         return _tagged_decision(aq, planner, where=where, reasons=reasons)
