@@ -114,6 +114,8 @@ _UUID7_LOW: Final = (1 << 80) - 1
 # an array typecode of 4-byte unsigned items (``I`` on every common platform)
 _TAIL_TYPECODE: Final = next(c for c in "IL" if array(c).itemsize == 4)
 
+_time_ns: Final = time.time_ns
+
 _FORKS = [0]
 """Forks this process has made a child of (counted in the child): a generator's random
 pool drawn before the last fork is its parent's, and is drawn afresh."""
@@ -245,8 +247,10 @@ class UUIDv7Generator:
         if not self._hex_tail:
             return self._reserve_general()
         clock = self._clock_ms
-        now = time.time_ns() // 1_000_000 if clock is None else int(clock())
-        with self._lock:
+        now = _time_ns() // 1_000_000 if clock is None else int(clock())
+        lock = self._lock
+        lock.acquire()  # (a third cheaper than `with` on CPython 3.11: once per decision)
+        try:
             counter = self._counter + 1
             if now > self._last_ms or counter >> 42:
                 self._advance_checked(now)  # a new millisecond, or the counter's overflow
@@ -261,6 +265,8 @@ class UUIDv7Generator:
                 i = 0
             self._tail_pos = i + 1
             return (self._last_ms << 74) | (counter << 32) | self._tails[i]
+        finally:
+            lock.release()
 
     def reserve_many(self, n: int) -> list[int]:
         """``n`` ids as ``n`` :meth:`reserve` calls make them, with one clock read and one
