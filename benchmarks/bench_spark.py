@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--conf", action="append", default=[], help="a spark.* KEY=VALUE")
     ap.add_argument("--variants", default="kept", help="kept,kept-all,inline (comma list)")
-    ap.add_argument("--skip", default="", help="in-process,duckdb: engines not run")
+    ap.add_argument("--skip", default="", help="in-process,duckdb,matrix: not run")
     ap.add_argument("--output", default=None, help="directory for the Parquet answers")
     args = ap.parse_args(argv)
 
@@ -156,28 +156,31 @@ def main(argv: list[str] | None = None) -> int:
     from polang.datalog.sql.spark import SparkEngine, spark_session
 
     conf = {"spark.ui.showConsoleProgress": "false"}
-    conf.update(kv.split("=", 1) for kv in args.conf)  # type: ignore[misc]
+    conf.update(kv.split("=", 1) for kv in args.conf)
     spark, jvm_s = _timed(lambda: spark_session(args.master, config=conf))
     spark.sparkContext.setLogLevel("ERROR")
     eng, load_s = _timed(lambda: sql_engine(auth, facts, schema, engine="spark", spark=spark))
     assert isinstance(eng, SparkEngine)
     show("spark-start", {"jvm_start_s": jvm_s, "tables_staged_s": load_s, "master": args.master})
     runner = eng.runner
-    kept_frame = runner.frame  # type: ignore[attr-defined]
+    kept_frame = runner.frame
     for variant in [v.strip() for v in args.variants.split(",") if v.strip()]:
-        runner.keep_in_writes = variant == "kept-all"  # type: ignore[attr-defined]
+        runner.keep_in_writes = variant == "kept-all"
         if variant == "inline":
-            runner.frame = lambda text: (spark.sql(text), [])  # type: ignore[attr-defined]
+            runner.frame = lambda text: (spark.sql(text), [])
         elif variant in ("kept", "kept-all"):
-            runner.frame = kept_frame  # type: ignore[attr-defined]
+            runner.frame = kept_frame
         else:
             raise SystemExit(f"unknown variant {variant!r}: kept, kept-all or inline")
         r = {}
         target = out / f"matrix-spark-{variant}"
-        res, r["matrix_to_parquet_s"] = _timed(lambda t=target: eng.access_matrix(ctx, output=t))
-        r["rows"] = res.stats.rows
-        if duck_out.exists():
-            r["rows_vs_duckdb"] = _same_rows(duck_out, target)
+        if "matrix" not in skip:
+            res, r["matrix_to_parquet_s"] = _timed(
+                lambda t=target: eng.access_matrix(ctx, output=t)
+            )
+            r["rows"] = res.stats.rows
+            if duck_out.exists():
+                r["rows_vs_duckdb"] = _same_rows(duck_out, target)
         r.update(queries(lambda d: eng.who_can(view, d, ctx), lambda u: eng.what_can(u, None, ctx)))
         show(f"spark-{variant}", r)
     eng.close()

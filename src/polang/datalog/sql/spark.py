@@ -1,10 +1,12 @@
 """Spark (pyspark): the same queries printed in Spark's dialect.
 
 The tables are laid out and loaded exactly as for DuckDB (an embedded DuckDB builds them,
-closure included), written to Parquet in a staging directory the Spark session can read,
-and registered as temporary views; every query then runs in Spark. Local mode needs only
-Java 17; a cluster is the usual ``master`` URL or a Spark Connect ``remote`` (the staging
-directory must then be on storage the cluster reads: pass ``staging=`` a shared path).
+closure included) and handed to Spark as temporary views (see :func:`_staging_kind`): in
+local mode written to Parquet in a temporary directory; with ``staging=`` a URL
+(``hdfs://``, ``s3a://``) written there by Spark, or a path every executor mounts;
+otherwise (a cluster or Spark Connect without ``staging``) sent as Arrow and kept in
+Spark's memory. Every query then runs in Spark. Local mode needs only Java 17; a cluster
+is the usual ``master`` URL or a Spark Connect ``remote``.
 
 Policies SQL cannot express are reported as conditional (no Python UDF runs on Spark's
 executors), so ``result.complete`` says whether an answer is exact.
@@ -13,6 +15,7 @@ executors), so ``result.complete`` says whether an answer is exact.
 from __future__ import annotations
 
 import functools
+import os
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -29,9 +32,9 @@ from polang.language.schema import Schema
 from polang.language.values import EntityUID
 
 from .duck import _actions, connect, load_entities
-from .engine import KEYS, Format, Job, SqlEngine
+from .engine import KEYS, Format, Job, SqlEngine, SqlResult
 from .lower import ANC, Layout
-from .plan import Population, is_action_type
+from .plan import ActionQuery, Population, is_action_type
 from .tables import SqlError
 
 
@@ -45,6 +48,17 @@ def _import_pyspark() -> Any:
     return pyspark.sql
 
 
+LOCAL_SETTINGS = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.driver.memory": "4g",
+}
+"""Local mode's settings (``config=`` overrides them): no web UI; 8 shuffle partitions
+(Spark's 200 are 200 tasks per shuffle on one machine's cores); a 4 GiB heap, since the
+whole of local mode runs in the driver's JVM: with Spark's 1 GiB the 10,000-entity matrix
+spent most of its time in full garbage collections (old generation 98% full)."""
+
+
 def spark_session(
     master: str | None = "local[2]",
     *,
@@ -53,14 +67,20 @@ def spark_session(
     config: dict[str, str] | None = None,
 ) -> Any:
     """A Spark session: ``master`` (``local[N]``, ``spark://host:7077``, ``yarn``...) or a
-    Spark Connect ``remote`` (``sc://host:15002``); ``config``: extra ``spark.*`` settings."""
+    Spark Connect ``remote`` (``sc://host:15002``); ``config``: extra ``spark.*`` settings.
+
+    Local mode gets :data:`LOCAL_SETTINGS`; a cluster or Spark Connect keeps its own
+    defaults (``master=None`` and no ``remote``: whatever ``spark-submit`` configured).
+    ``spark.driver.memory`` only takes effect when this call starts the JVM."""
     sql = _import_pyspark()
     b = sql.SparkSession.builder.appName(app_name)
+    settings: dict[str, str] = {}
     if remote is not None:
         b = b.remote(remote)
     elif master is not None:
         b = b.master(master)
-    settings = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "8"}
+        if master.startswith("local"):
+            settings = dict(LOCAL_SETTINGS)
     settings.update(config or {})
     for k, v in settings.items():
         b = b.config(k, v)
@@ -89,6 +109,17 @@ def _renamed(tree: exp.Expr, names: dict[str, str]) -> exp.Expr:
     return tree.transform(rename)
 
 
+def session_from_env() -> Any:
+    """The session an engine opens when given none (the CLI's ``--engine spark``): Spark
+    Connect at ``SPARK_REMOTE`` (pyspark's own variable, e.g. ``sc://host:15002``), else
+    the master ``POLANG_SPARK_MASTER`` (``spark://host:7077``, ``yarn``...), else
+    ``local[2]``."""
+    remote = os.environ.get("SPARK_REMOTE")
+    if remote:
+        return spark_session(None, remote=remote)
+    return spark_session(os.environ.get("POLANG_SPARK_MASTER") or "local[2]")
+
+
 class SparkRunner:
     dialect = "spark"
     drops_sorted_dups = False  # rows are read back as Spark wrote them: grouped in SQL
@@ -102,6 +133,7 @@ class SparkRunner:
         self.spark = spark
         self.policy_ids: list[str] = []  # set by the engine: reasons are written as ids
         self._views = 0  # numbers the views of kept WITH tables: unique per session
+        self.url: str | None = None  # the answer's URL (``hdfs://``, ``s3a://``) being written
 
     def frame(self, text: str) -> tuple[Any, list[_Kept]]:
         """A query as a DataFrame, its top-level ``WITH`` tables first computed once and
@@ -199,17 +231,19 @@ class SparkRunner:
                 "residuals", F.array_join("residuals", " ")
             )
         w = df.write.mode("overwrite")
+        # the URL as given (``Path`` makes ``s3a://b/x`` into ``s3a:/b/x``)
+        target = self.url if self.url is not None and Path(self.url) == path else str(path)
         if fmt == "parquet":
-            w.parquet(str(path))
-            back = self.spark.read.parquet(str(path))
+            w.parquet(target)
+            back = self.spark.read.parquet(target)
         elif fmt == "csv":
-            w.option("header", "true").csv(str(path))
-            back = self.spark.read.option("header", "true").csv(str(path))
+            w.option("header", "true").csv(target)
+            back = self.spark.read.option("header", "true").csv(target)
         else:
-            w.json(str(path))
+            w.json(target)
             if not jobs:  # nothing to infer a JSON schema from
                 return 0
-            back = self.spark.read.json(str(path))
+            back = self.spark.read.json(target)
         return int(back.count())
 
 
@@ -225,25 +259,44 @@ class SparkEngine(SqlEngine):
         spark: Any = None,
         staging: str | Path | None = None,
     ) -> None:
-        self.spark = spark if spark is not None else spark_session()
+        self.spark = spark if spark is not None else session_from_env()
         facts = entities if isinstance(entities, EntityFacts) else EntityFacts(entities)
         self.facts = facts
         con = connect()
         try:
             loaded = load_entities(con, facts.entities, schema, program)
-            if staging is None:
-                self._tmp: Any = tempfile.TemporaryDirectory(prefix="polang-spark-")
-                staging = self._tmp.name
-            else:
-                self._tmp = None
-            stage = Path(staging)
-            stage.mkdir(parents=True, exist_ok=True)
             names = [t.table for t in loaded.spec.tables.values()]
             names += ["polang_uid", "polang_parent", ANC]
-            for name in names:
-                target = stage / f"{name}.parquet"
-                con.execute(f"COPY \"{name}\" TO '{_sql_path(target)}' (FORMAT parquet)")
-                self.spark.read.parquet(str(target)).createOrReplaceTempView(name)
+            self._tmp: Any = None
+            self._kept: list[Any] = []
+            how = _staging_kind(self.spark, staging)
+            if how == "memory":  # sent to Spark as Arrow and kept there: no shared storage
+                for name in names:
+                    df = self.spark.createDataFrame(
+                        con.sql(f'SELECT * FROM "{name}"').to_arrow_table()
+                    )
+                    df = df.persist()
+                    self._kept.append(df)
+                    df.createOrReplaceTempView(name)
+            elif how == "url":  # written by Spark itself where its executors read
+                base = str(staging).rstrip("/")
+                for name in names:
+                    url = f"{base}/{name}.parquet"
+                    df = self.spark.createDataFrame(
+                        con.sql(f'SELECT * FROM "{name}"').to_arrow_table()
+                    )
+                    df.write.mode("overwrite").parquet(url)
+                    self.spark.read.parquet(url).createOrReplaceTempView(name)
+            else:  # a directory this machine writes (local mode, or a shared mount)
+                if staging is None:
+                    self._tmp = tempfile.TemporaryDirectory(prefix="polang-spark-")
+                    staging = self._tmp.name
+                stage = Path(staging)
+                stage.mkdir(parents=True, exist_ok=True)
+                for name in names:
+                    target = stage / f"{name}.parquet"
+                    con.execute(f"COPY \"{name}\" TO '{_sql_path(target)}' (FORMAT parquet)")
+                    self.spark.read.parquet(str(target)).createOrReplaceTempView(name)
         finally:
             con.close()
         self.loaded = loaded
@@ -275,9 +328,47 @@ class SparkEngine(SqlEngine):
         assert isinstance(runner, SparkRunner)
         runner.policy_ids = self.policy_ids
 
+    def _run(
+        self,
+        kind: str,
+        jobs: list[tuple[ActionQuery, list[exp.Expression | None]]],
+        output: str | Path | None,
+        fmt: Format,
+        reasons: bool,
+    ) -> SqlResult:
+        """As the engine's, with an output URL reaching Spark's writer as given."""
+        runner = self.runner
+        assert isinstance(runner, SparkRunner)
+        url = output if isinstance(output, str) and "://" in output else None
+        runner.url = url
+        try:
+            res = super()._run(kind, jobs, output, fmt, reasons)
+        finally:
+            runner.url = None
+        if url is not None:
+            res.output = url
+        return res
+
     def close(self) -> None:
+        for df in self._kept:
+            df.unpersist()
+        self._kept = []
         if self._tmp is not None:
             self._tmp.cleanup()
+
+
+def _staging_kind(spark: Any, staging: str | Path | None) -> str:
+    """Where the tables go: ``dir`` (a local directory: local mode, or a path every
+    executor also mounts), ``url`` (``hdfs://``, ``s3a://``, ``file://``...: Spark writes
+    it) or ``memory`` (no ``staging`` on a cluster or Spark Connect: the driver's local
+    temporary directory is not readable there, so the rows are sent to Spark and kept)."""
+    if staging is not None:
+        return "url" if "://" in str(staging) else "dir"
+    try:
+        master = str(spark.sparkContext.master)
+    except Exception:  # Spark Connect: no SparkContext on the client
+        return "memory"
+    return "dir" if master.startswith("local") else "memory"
 
 
 def _sql_path(p: Path) -> str:
