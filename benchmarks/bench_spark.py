@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         eng.close()
         show("duckdb", r)
 
-    from polang.datalog.sql.spark import SparkEngine, spark_session
+    from polang.datalog.sql.spark import SparkEngine, SparkRunner, spark_session
 
     conf = {"spark.ui.showConsoleProgress": "false"}
     conf.update(kv.split("=", 1) for kv in args.conf)
@@ -163,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     assert isinstance(eng, SparkEngine)
     show("spark-start", {"jvm_start_s": jvm_s, "tables_staged_s": load_s, "master": args.master})
     runner = eng.runner
+    assert isinstance(runner, SparkRunner)
     kept_frame = runner.frame
     for variant in [v.strip() for v in args.variants.split(",") if v.strip()]:
         runner.keep_in_writes = variant == "kept-all"
