@@ -340,6 +340,26 @@ def test_spark_gives_the_duckdb_rows(spark: Any, tmp_path: Path) -> None:  # noq
     assert sorted(back, key=lambda r: [r[k] for k in key]) == _expected_rows(duck)
 
 
+def test_spark_without_a_session_opens_the_environment_s(
+    spark: Any,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No ``spark=``: the diff opens the session the matrix engines open (SPARK_REMOTE,
+    POLANG_SPARK_MASTER, else local), as ``polang diff --engine spark`` does."""
+    from polang.datalog.sql import spark as spark_mod
+
+    opened: list[bool] = []
+
+    def from_env() -> Any:
+        opened.append(True)
+        return spark
+
+    monkeypatch.setattr(spark_mod, "session_from_env", from_env)
+    old, new, ctx = _decimal_pair()
+    on_spark = sql_diff(old, new, context=ctx, engine="spark")
+    assert opened and on_spark.summary() == sql_diff(old, new, context=ctx, udf=False).summary()
+
+
 # ---------------------------------------------------------------- wrong input
 
 

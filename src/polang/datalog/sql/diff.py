@@ -387,9 +387,10 @@ class _Run:
         )
         self.dir = Path(self.tmp.name)
         if engine == "spark":
-            from .spark import spark_session
+            from .spark import session_from_env
 
-            session = spark if spark is not None else spark_session()
+            # as the matrix engines: SPARK_REMOTE, POLANG_SPARK_MASTER, else local[2]
+            session = spark if spark is not None else session_from_env()
             try:  # its own temporary views, beside the caller's and another diff's
                 self.spark = session.newSession()
             except NotImplementedError:  # an older Spark Connect: the session itself
