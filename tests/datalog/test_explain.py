@@ -353,3 +353,34 @@ def test_cli_explain_rejects_a_malformed_entity_reference(files: dict[str, str])
                 'Doc::"d"',
             ]
         )
+
+
+@pytest.mark.parametrize("backend", ["compiled", "pydatalog"])
+def test_a_long_chain_is_explained_operand_by_operand(backend: str) -> None:
+    """The parser builds a chain of more than 16 operands balanced; its explanation still
+    lists the operands as written, and a denial narrows to the one that decided."""
+    n = 24
+    ands = " && ".join(f"principal.level < {100 + i}" for i in range(n))  # all hold...
+    ands = ands.replace("principal.level < 109", "principal.level < 0")  # ...but the 10th
+    ors = " || ".join(f"principal.level == {100 + i}" for i in range(n - 1)) + " || true"
+    text = f'@id("all")\npermit(principal, action, resource) when {{ {ands} }};\n'
+    text += f'@id("any")\npermit(principal, action, resource) when {{ {ors} }};'
+    policies = {p.policy_id or "": p for p in parse_policies(text, "chain.polang")}
+    a = Authorizer(policies, backend=backend)
+    e = explain(a, BOB, VIEW, DOC, {"mfa": True}, FACTS)
+    assert e.allow and e.reasons == ["any"]
+    chain = e.policy("any").conditions[0].derivation
+    assert [c.text for c in chain.children] == [
+        *(f"principal.level == {100 + i}" for i in range(n - 1)),
+        "true",
+    ]
+    assert "(" not in chain.text
+    denied = e.policy("all")
+    assert denied.failure is not None
+    assert denied.failure.culprit.text == "principal.level < 0"
+    evaluated = denied.conditions[0].derivation.children
+    assert [c.text for c in evaluated][-1] == "principal.level < 0"
+    assert len(evaluated) == 10  # evaluation stopped at the operand that decided
+    alone = Authorizer({"all": policies["all"]}, backend=backend)
+    rendered = explain(alone, BOB, VIEW, DOC, {"mfa": True}, FACTS).render(width=4000)
+    assert "principal.level < 0" in rendered and "(principal.level" not in rendered

@@ -717,6 +717,7 @@ class Tracer:
         d = self.memo.get(pred)
         if d is None:
             d = self._evaluate(pred)
+            _flatten_chain(d)
             self.memo[pred] = d
         return d
 
@@ -1104,6 +1105,26 @@ def explain(
         schema=schema,
         _source=(authorizer, request, facts),
     )
+
+
+def _flatten_chain(d: Derivation) -> None:
+    """A long ``||``/``&&`` chain, which the parser built balanced
+    (``ast.BALANCE_CHAIN_AFTER``), shows its operands as it is written: one flat list of
+    the operands evaluated, instead of groupings that are not in the source."""
+    node = d.node
+    if not (isinstance(node, ast.Binary) and node.op in ("&&", "||")):
+        return
+    if len(ast.chain_operands(node)) <= ast.BALANCE_CHAIN_AFTER:
+        return
+    flat: list[Derivation] = []
+    stack = list(reversed(d.children))
+    while stack:
+        c = stack.pop()
+        if isinstance(c.node, ast.Binary) and c.node.op == node.op:
+            stack.extend(reversed(c.children))
+        else:
+            flat.append(c)
+    d.children = flat
 
 
 def _first_failure(pe: PolicyExplanation, tracer: Tracer) -> ConditionFailure:
