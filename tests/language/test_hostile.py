@@ -123,10 +123,19 @@ def test_within_the_limit_everything_parses() -> None:
 
 
 def test_clauses_count_toward_the_limit() -> None:
-    # the `when`/`unless` clauses of a policy are joined by `&&`
-    e = parse_error(P + " when { true }" * (MAX_EXPRESSION_DEPTH + 1) + ";")
-    assert re.search(LIMIT, str(e))
-    assert len(parse_policies(P + " when { true }" * (MAX_EXPRESSION_DEPTH - 1) + ";")) == 1
+    # the `when`/`unless` clauses of a policy are joined by `&&`: up to 16 clauses take a
+    # level each from every clause's own nesting, more are joined balanced (log2(n) levels)
+    def nested(levels: int) -> str:  # sets in sets: one level each, and the literal
+        return "[" * (levels - 1) + "true" + "]" * (levels - 1)
+
+    def clauses(k: int, levels: int) -> str:
+        return P + " when { true }" * (k - 1) + f" when {{ {nested(levels)} }};"
+
+    assert len(parse_policies(clauses(10, 90))) == 1  # 10 + 90
+    assert re.search(LIMIT, str(parse_error(clauses(11, 90))))
+    many = parse_policies(clauses(5000, 87))  # Cedar accepts any number of clauses
+    assert len(many[0].conditions) == 5000  # 13 levels for the join + 87
+    assert re.search(LIMIT, str(parse_error(clauses(5000, 88))))
 
 
 def test_parse_expression_is_bounded_too() -> None:

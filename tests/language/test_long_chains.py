@@ -172,3 +172,34 @@ def test_long_chains_validate_as_cedarpy_validates(seed: int) -> None:
     assert got == want
     if seed % 4 < 2:
         assert want == (seed % 4 == 0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_many_clauses_decide_and_validate_as_cedarpy(seed: int) -> None:
+    # more than 16 `when`/`unless` clauses are joined balanced too; odd seeds draw only
+    # operands the type checker accepts, so validation is compared both ways
+    rng = random.Random(1000 + seed)
+    pool = VALID if seed % 2 else OPERANDS
+    out = []
+    for _ in range(4):
+        clauses = []
+        for _ in range(rng.choice([17, 40, 120])):
+            # a clause holds more often than not, so that some policies apply
+            body = " || ".join(rng.choice(pool).format(k=rng.randrange(6)) for _ in range(3))
+            if rng.random() < 0.9:
+                clauses.append(f"when {{ {body} || true }}")
+            else:
+                clauses.append(f"unless {{ {body} }}")
+        out.append(f"permit(principal, action, resource) {' '.join(clauses)};")
+    text = "\n".join(out)
+    ents, reqs = entities(rng), requests(rng)
+    want = cedar_decide(
+        cedarpy.PolicySet.from_str(text), cedarpy.Schema.from_str(SCHEMA), ents, reqs
+    )
+    by_id = {f"policy{i}": p for i, p in enumerate(parse_policies(text))}
+    for backend in ("compiled", "pydatalog") if seed < 2 else ("compiled",):
+        assert polang_decide(Authorizer(by_id, backend=backend), SCHEMA, ents, reqs) == want
+    valid = cedarpy.validate_policies(text, SCHEMA).validation_passed
+    assert (not validate_policies(by_id, parse_schema(SCHEMA))) == valid
+    if seed % 2:
+        assert valid

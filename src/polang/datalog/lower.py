@@ -241,6 +241,8 @@ class _PolicyLowerer:
             parts.append(c.body if c.kind == "when" else ast.Unary("!", c.body, c.span))
         if not parts:
             return self.expr(ast.Lit(True, p.span))
+        if len(parts) > ast.BALANCE_CHAIN_AFTER:  # many clauses: joined balanced
+            return self.expr(ast.join_balanced(parts, lambda a, b: ast.Binary("&&", a, b, b.span)))
         e = parts[0]
         for nxt in parts[1:]:
             e = ast.Binary("&&", e, nxt, nxt.span)

@@ -8,10 +8,13 @@ about 15 ms of every process's start-up (``benchmarks/README.md``).
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from collections.abc import Callable, Sequence
+from typing import ClassVar, Literal, TypeVar
 
 from polang._record import Record, replace
 from polang.language.values import EntityUID
+
+T = TypeVar("T")
 
 _set = object.__setattr__
 
@@ -353,6 +356,24 @@ at the first operand that decides), so the shape changes nothing a policy can ob
 shorter chains keep the shape they are written in. :func:`chain_operands` gives the
 operands back in order, which is how ``polang.language.format`` prints such a chain flat
 again."""
+
+
+def join_balanced(items: Sequence[T], join: Callable[[T, T], T]) -> T:
+    """``items`` joined in order as a balanced tree: each round joins neighbouring pairs
+    (what the parser does to a chain longer than :data:`BALANCE_CHAIN_AFTER`)."""
+    level = list(items)
+    while len(level) > 1:
+        joined = [join(x, y) for x, y in zip(level[0::2], level[1::2], strict=False)]
+        if len(level) % 2:
+            joined.append(level[-1])
+        level = joined
+    return level[0]
+
+
+def chain_levels(n: int) -> int:
+    """How many levels joining ``n`` operands (or ``when``/``unless`` clauses) takes:
+    one per operator as written, about log2(n) once balanced."""
+    return n if n <= BALANCE_CHAIN_AFTER else (n - 1).bit_length()
 
 
 def chain_operands(e: Binary) -> list[Expr]:

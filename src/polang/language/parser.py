@@ -636,9 +636,9 @@ class _Converter:
                 kind = cast(Token, child.children[0])
                 self.fail(child, f"the `{kind}` condition is empty; write an expression in `{{}}`")
         assert scope is not None
-        # the clauses are joined by `&&`: each one is a level of the whole condition
-        budget = MAX_EXPRESSION_DEPTH - len(conditions)
-        if budget < 1:
+        # the clauses are joined by `&&`: a level each, or about log2(n) once balanced
+        budget = MAX_EXPRESSION_DEPTH - ast.chain_levels(len(conditions))
+        if budget < 1:  # (only the `+`-like written join of at most 16 can't reach it)
             self.too_deep(conditions[MAX_EXPRESSION_DEPTH - 1].span)
         for c in conditions:
             self.checked(c.body, budget)
@@ -815,16 +815,9 @@ class _Converter:
             for right in operands[1:]:
                 left = ast.Binary(op, left, right, self.join(left.span, right.span))
             return left
-        # balanced (BALANCE_CHAIN_AFTER): each round joins neighbouring pairs, in order
-        while len(operands) > 1:
-            joined: list[ast.Expr] = [
-                ast.Binary(op, a, b, self.join(a.span, b.span))
-                for a, b in zip(operands[0::2], operands[1::2], strict=False)
-            ]
-            if len(operands) % 2:
-                joined.append(operands[-1])
-            operands = joined
-        return operands[0]
+        return ast.join_balanced(  # BALANCE_CHAIN_AFTER
+            operands, lambda a, b: ast.Binary(op, a, b, self.join(a.span, b.span))
+        )
 
     def or_expr(self, tree: Tree) -> ast.Expr:
         return self._fold(tree, "||")

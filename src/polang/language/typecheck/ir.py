@@ -174,14 +174,20 @@ class Lowering:
         """The whole policy as one boolean expression, in the language's shape."""
         n = self.node
         sp = p.span if p.span is not None else NO_SPAN
-        body: Node | None = None
-        for cond in reversed(p.conditions):
+        balanced = len(p.conditions) > ast.BALANCE_CHAIN_AFTER  # many clauses
+        parts: list[Node] = []
+        for cond in p.conditions if balanced else reversed(p.conditions):
             c = self.expr(cond.body)
-            if cond.kind == "unless":
-                c = n("not", (c,), None, cond.span)
-            body = c if body is None else n("and", (c, body), None, sp)
-        if body is None:
+            parts.append(n("not", (c,), None, cond.span) if cond.kind == "unless" else c)
+        body: Node
+        if not parts:
             body = n("lit", (), True, sp)
+        elif balanced:
+            body = ast.join_balanced(parts, lambda a, b: n("and", (a, b), None, sp))
+        else:  # right-nested, as the clauses were always joined
+            body = parts[0]
+            for c in parts[1:]:
+                body = n("and", (c, body), None, sp)
         inner = n("and", (self.scope(p.resource), body), None, sp)
         inner = n("and", (self.action_scope(p.action), inner), None, sp)
         return n("and", (self.scope(p.principal), inner), None, sp)
