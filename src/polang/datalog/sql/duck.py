@@ -299,10 +299,11 @@ class DuckRunner:
                 cols[name] = pc.binary_join(named, " ") if fmt == "csv" else named
         return pa.record_batch(cols)
 
-    def write(self, jobs: Sequence[Job], path: Path, fmt: Format, reasons: bool) -> int:
-        """Every job's rows to ``path``, a batch at a time: DuckDB computes the next
-        batch while a writer thread decodes and writes the last one (at most two batches
-        wait, so memory stays flat in the answer's size)."""
+    def write(self, jobs: Sequence[Job], target: str | Path, fmt: Format, reasons: bool) -> int:
+        """Every job's rows to the file ``target``, a batch at a time: DuckDB computes the
+        next batch while a writer thread decodes and writes the last one (at most two
+        batches wait, so memory stays flat in the answer's size)."""
+        path = Path(target)
         import queue
         import threading
 

@@ -152,7 +152,10 @@ class Runner(Protocol):
         ``reasons``, the reason and residual policy index lists."""
         ...
 
-    def write(self, jobs: Sequence[Job], path: Path, fmt: Format, reasons: bool) -> int: ...
+    def write(self, jobs: Sequence[Job], target: str | Path, fmt: Format, reasons: bool) -> int:
+        """Every job's rows to ``target``, a path or (where the backend writes there itself,
+        as Spark does) a URL, kept as given: ``Path`` would make ``s3a://b/x`` ``s3a:/b/x``."""
+        ...
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:
         """A small helper query (an entity's ancestors)."""
@@ -377,7 +380,7 @@ class SqlEngine:
         res.stats.queries = len(todo)
         res.stats.batches = len(todo)
         if output is not None:
-            res.stats.rows = self.runner.write(todo, Path(output), fmt, reasons)
+            res.stats.rows = self.runner.write(todo, output, fmt, reasons)
             res.output = str(output)
         else:
             for job in todo:

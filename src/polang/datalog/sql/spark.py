@@ -32,9 +32,9 @@ from polang.language.schema import Schema
 from polang.language.values import EntityUID
 
 from .duck import _actions, connect, load_entities
-from .engine import KEYS, Format, Job, SqlEngine, SqlResult
+from .engine import KEYS, Format, Job, SqlEngine
 from .lower import ANC, Layout
-from .plan import ActionQuery, Population, is_action_type
+from .plan import Population, is_action_type
 from .tables import SqlError
 
 
@@ -133,7 +133,6 @@ class SparkRunner:
         self.spark = spark
         self.policy_ids: list[str] = []  # set by the engine: reasons are written as ids
         self._views = 0  # numbers the views of kept WITH tables: unique per session
-        self.url: str | None = None  # the answer's URL (``hdfs://``, ``s3a://``) being written
 
     def frame(self, text: str) -> tuple[Any, list[_Kept]]:
         """A query as a DataFrame, its top-level ``WITH`` tables first computed once and
@@ -193,16 +192,17 @@ class SparkRunner:
     def query(self, sql: str) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in self.spark.sql(sql).collect()]
 
-    def write(self, jobs: Sequence[Job], path: Path, fmt: Format, reasons: bool) -> int:
-        """One Spark write of every job's rows: ``path`` becomes a directory of part files."""
+    def write(self, jobs: Sequence[Job], target: str | Path, fmt: Format, reasons: bool) -> int:
+        """One Spark write of every job's rows: ``target`` (a path, or a URL as given)
+        becomes a directory of part files."""
         kept: list[_Kept] = []
         try:
-            return self._write(jobs, path, fmt, reasons, kept)
+            return self._write(jobs, str(target), fmt, reasons, kept)
         finally:
             self.release(kept)
 
     def _write(
-        self, jobs: Sequence[Job], path: Path, fmt: Format, reasons: bool, kept: list[_Kept]
+        self, jobs: Sequence[Job], target: str, fmt: Format, reasons: bool, kept: list[_Kept]
     ) -> int:
         from pyspark.sql import functions as F
 
@@ -231,8 +231,6 @@ class SparkRunner:
                 "residuals", F.array_join("residuals", " ")
             )
         w = df.write.mode("overwrite")
-        # the URL as given (``Path`` makes ``s3a://b/x`` into ``s3a:/b/x``)
-        target = self.url if self.url is not None and Path(self.url) == path else str(path)
         if fmt == "parquet":
             w.parquet(target)
             back = self.spark.read.parquet(target)
@@ -327,27 +325,6 @@ class SparkEngine(SqlEngine):
         runner = self.runner
         assert isinstance(runner, SparkRunner)
         runner.policy_ids = self.policy_ids
-
-    def _run(
-        self,
-        kind: str,
-        jobs: list[tuple[ActionQuery, list[exp.Expression | None]]],
-        output: str | Path | None,
-        fmt: Format,
-        reasons: bool,
-    ) -> SqlResult:
-        """As the engine's, with an output URL reaching Spark's writer as given."""
-        runner = self.runner
-        assert isinstance(runner, SparkRunner)
-        url = output if isinstance(output, str) and "://" in output else None
-        runner.url = url
-        try:
-            res = super()._run(kind, jobs, output, fmt, reasons)
-        finally:
-            runner.url = None
-        if url is not None:
-            res.output = url
-        return res
 
     def close(self) -> None:
         for df in self._kept:
