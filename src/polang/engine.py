@@ -707,10 +707,9 @@ class Engine:
     ) -> None:
         """The schema check of a request whose context was ``parsed`` from JSON (or not);
         a clean answer for plain types is kept per snapshot (for a context not parsed,
-        by the context's value)."""
+        by the context's value). The caller has looked the kept answer up already (inline,
+        on the per-request path)."""
         key = (act, None if puid is None else puid[0], ruid[0])
-        if parsed and key in snap.clean_checks:  # (kept only under strict validation)
-            return
         if not self.config.strict_schema_validation:
             return
         schema = snap.store.schema
