@@ -260,8 +260,7 @@ class UUIDv7Generator:
             # the 32-bit tails come from their own pool, whole integers (no bytes slicing)
             i = self._tail_pos
             if i >= len(self._tails) or self._tails_fork != _FORKS[0]:
-                self._tails = array(_TAIL_TYPECODE, self._random_bytes(self._POOL_BYTES))
-                self._tails_fork = _FORKS[0]
+                self._refill_tails(1)
                 i = 0
             self._tail_pos = i + 1
             return (self._last_ms << 74) | (counter << 32) | self._tails[i]
@@ -281,9 +280,7 @@ class UUIDv7Generator:
             tails = self._tails
             i = self._tail_pos
             if i + n > len(tails) or self._tails_fork != _FORKS[0]:
-                size = max(4 * n, self._POOL_BYTES)
-                self._tails = tails = array(_TAIL_TYPECODE, self._random_bytes(size))
-                self._tails_fork = _FORKS[0]
+                tails = self._refill_tails(n)
                 i = 0
             self._tail_pos = i + n
             for k in range(i, i + n):
@@ -295,6 +292,14 @@ class UUIDv7Generator:
                     self._counter = counter
                 append((self._last_ms << 74) | (counter << 32) | tails[k])
         return out
+
+    def _refill_tails(self, n: int) -> array[int]:
+        """A fresh pool of 32-bit random tails, room for ``n`` at least (this process's
+        own: a forked child never reuses its parent's); the caller holds the lock."""
+        size = max(4 * n, self._POOL_BYTES)
+        self._tails = array(_TAIL_TYPECODE, self._random_bytes(size))
+        self._tails_fork = _FORKS[0]
+        return self._tails
 
     def _reserve_general(self) -> int:
         """:meth:`reserve` for a layout other than the default (tests, mostly)."""
