@@ -407,13 +407,8 @@ def _custom_issuers(raw: RawStore, problems: Problems) -> None:
         rec = ck.obj(part.data, "$", "an object with `tokens_mappings`")
         if rec is None:
             continue
-        for key in rec:  # Cedarling refuses unknown fields here: so does polang
-            if key not in CUSTOM_ISSUER_FIELDS:
-                ck.add(
-                    "unknown_field",
-                    jpath("$", str(key)),
-                    f"unknown field {show(key)}; allowed: {', '.join(CUSTOM_ISSUER_FIELDS)}",
-                )
+        # Cedarling refuses unknown fields here: so does polang
+        ck.known(rec, "$", CUSTOM_ISSUER_FIELDS, refuse=True)
         iid = ck.string(rec, "id", "$") or part.file.rsplit("/", 1)[-1][: -len(".json")]
         if iid in seen:
             ck.add(
@@ -448,13 +443,7 @@ def _custom_issuers(raw: RawStore, problems: Problems) -> None:
             t = ck.obj(tok, tp)
             if t is None:
                 continue
-            for key in t:
-                if key not in CUSTOM_TOKEN_FIELDS:
-                    ck.add(
-                        "unknown_field",
-                        jpath(tp, str(key)),
-                        f"unknown field {show(key)}; allowed: {', '.join(CUSTOM_TOKEN_FIELDS)}",
-                    )
+            ck.known(t, tp, CUSTOM_TOKEN_FIELDS, refuse=True)
             ck.boolean(t, "required", tp)
             ck.string_list(t, "required_claims", tp)
         names = listing([str(k) for k in tm], 5)

@@ -119,13 +119,16 @@ class Checker(Record):
         path: str,
         allowed: Iterable[str],
         renamed: Mapping[str, str] | None = None,
+        *,
+        refuse: bool = False,
     ) -> None:
         """Report unknown keys (with a suggestion) and renamed ones (naming the new key).
 
         A renamed key is always an error. An unknown key is a warning (the store loads, the
         warning reaches the system log and ``polang store validate``), an error only when
         the store is loaded strictly: other tools (Cedarling) ignore unknown fields, and the
-        did-you-mean hint still catches a misspelt field.
+        did-you-mean hint still catches a misspelt field. With ``refuse`` (records where
+        Cedarling too refuses unknown fields) an unknown key is always an error.
         """
         allowed = list(allowed)
         for key in record:
@@ -157,7 +160,7 @@ class Checker(Record):
                     f"{message}: it looks like a misspelling of {close[0]!r}, "
                     "which would leave that setting unset",
                 )
-            elif self.problems.strict:
+            elif refuse or self.problems.strict:
                 self.add("unknown_field", jpath(path, name), message)
             else:
                 self.problems.warn(
