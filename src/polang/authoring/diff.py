@@ -405,11 +405,7 @@ def _read_depth(policies: Iterable[ast.Policy]) -> int:
 def _walk(policies: Iterable[ast.Policy]) -> Iterator[ast.Expr]:
     """Every expression node of the policies' conditions."""
     for p in policies:
-        stack: list[ast.Expr] = [c.body for c in p.conditions]
-        while stack:
-            e = stack.pop()
-            yield e
-            stack.extend(ast.children(e))
+        yield from ast.condition_nodes(p)
 
 
 def _literal_reads(policies: Iterable[ast.Policy]) -> set[EntityUID]:

@@ -8,7 +8,7 @@ about 15 ms of every process's start-up (``benchmarks/README.md``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import ClassVar, Literal, TypeVar
 
 from polang._record import Record, replace
@@ -389,6 +389,16 @@ def chain_operands(e: Binary) -> list[Expr]:
         else:
             out.append(node)
     return out
+
+
+def condition_nodes(policy: Policy) -> Iterator[Expr]:
+    """Every expression node of a policy's ``when``/``unless`` bodies, each after its
+    parent (siblings last to first), found without recursion."""
+    stack: list[Expr] = [c.body for c in policy.conditions]
+    while stack:
+        e = stack.pop()
+        yield e
+        stack.extend(children(e))
 
 
 def too_deep(e: Expr, limit: int) -> Expr | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from polang._record import replace
 from polang.config import Config
 from polang.errors import PolangError, PolicyParseError, SchemaError
-from polang.language.ast import Annotation, EntityLit, Expr, Policy, children, link_template
+from polang.language.ast import Annotation, EntityLit, Policy, condition_nodes, link_template
 from polang.language.entities import Entity, EntityStore, parse_entity, parse_legacy_entity
 from polang.language.parser import parse_entity_uid, parse_policies
 from polang.language.schema import Schema, parse_schema, parse_schema_json
@@ -464,13 +464,9 @@ def _entity_literals(policy: Policy) -> Iterator[EntityUID]:
         if isinstance(c.entity, EntityUID):
             yield c.entity
     yield from policy.action.entities
-    stack: list[Expr] = [c.body for c in policy.conditions]
-    while stack:
-        e = stack.pop()
+    for e in condition_nodes(policy):
         if isinstance(e, EntityLit):
             yield e.uid
-        else:
-            stack.extend(children(e))
 
 
 def _trusted_issuer_refs(
