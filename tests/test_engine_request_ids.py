@@ -12,9 +12,7 @@ import pickle
 import random
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
@@ -22,33 +20,16 @@ from polang import AuthorizeResult, Engine, TokenInput
 from polang.logs import uuid7
 from test_engine import (
     BUY,
-    NO_NETWORK,
     VIEW,
     item,
-    shop_files,
     unverified_jwt,
     user,
-    write_store,
 )
+from test_engine_batch import engines  # noqa: F401  (the fixture: engines on shop stores)
 
 
 @pytest.fixture
-def engines(tmp_path: Path) -> Iterator[Callable[..., Engine]]:
-    made: list[Engine] = []
-
-    def make(**props: Any) -> Engine:
-        store = write_store(tmp_path / f"store{len(made)}", shop_files())
-        engine = Engine({"ENGINE_POLICY_STORE_LOCAL_FN": str(store), **NO_NETWORK, **props})
-        made.append(engine)
-        return engine
-
-    yield make
-    for e in made:
-        e.close()
-
-
-@pytest.fixture
-def quiet(engines: Callable[..., Engine]) -> Engine:
+def quiet(engines: Callable[..., Engine]) -> Engine:  # noqa: F811
     return engines(ENGINE_LOG_TYPE="off")
 
 
@@ -132,7 +113,7 @@ def test_an_unread_id_pickles_copies_compares_and_shows_as_its_text(quiet: Engin
     assert d != a  # same decision, another id
 
 
-def test_logged_results_carry_the_logged_id(engines: Callable[..., Engine]) -> None:
+def test_logged_results_carry_the_logged_id(engines: Callable[..., Engine]) -> None:  # noqa: F811
     logged = engines(ENGINE_LOG_TYPE="memory")
     r = decide(logged)
     assert type(r._request_id) is str  # the log needed it at once
