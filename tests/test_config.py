@@ -244,6 +244,17 @@ def test_from_file_errors_name_the_file(tmp_path: Path) -> None:
     bad_yaml.write_text("ENGINE_LOG_TYPE: [\n")
     with pytest.raises(ConfigError, match=r"bad\.yaml:\d+:\d+: invalid YAML"):
         Config.from_file(bad_yaml)
+    for name, text in {
+        "flow.yaml": "ENGINE_LOG_TYPE: " + "[" * 50_000 + "]" * 50_000 + "\n",
+        "block.yaml": "".join(" " * i + "a:\n" for i in range(3000)),
+    }.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(ConfigError, match=rf"{name}:\d+:\d+: .*MAX_YAML_DEPTH"):
+            Config.from_file(tmp_path / name)
+    aliased = tmp_path / "aliased.yaml"
+    aliased.write_text("ENGINE_APPLICATION_NAME: &a x\nENGINE_LOG_TYPE: *a\n")
+    with pytest.raises(ConfigError, match=r"aliased\.yaml:1:\d+: .*anchors"):
+        Config.from_file(aliased)
     lst = tmp_path / "list.json"
     lst.write_text("[]")
     with pytest.raises(ConfigError, match="must be a mapping"):

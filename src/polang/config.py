@@ -667,14 +667,14 @@ class Config(Record):
 
             data = loads(text, what=str(p), error=ConfigError)
         else:
-            import yaml
+            # the store's YAML reader: no recursion, no aliases, MAX_YAML_DEPTH
+            from polang.store.errors import Problems
+            from polang.store.raw import load_yaml
 
-            try:
-                data = yaml.safe_load(text)
-            except yaml.YAMLError as e:
-                mark = getattr(e, "problem_mark", None)
-                where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-                raise ConfigError(f"{p}{where}: invalid YAML: {e}") from e
+            problems = Problems(str(p))
+            data = load_yaml(text, file=str(p), problems=problems)
+            if problems.items:
+                raise ConfigError(str(problems.items[0]))
         if data is None:
             data = {}
         if not isinstance(data, dict):

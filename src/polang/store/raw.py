@@ -361,12 +361,7 @@ def _yaml_value(text: str) -> Any:
                         mark,
                     )
                 if len(stack) >= MAX_YAML_DEPTH:
-                    raise _YamlRefused(
-                        "limit",
-                        f"YAML nests deeper than the limit of {MAX_YAML_DEPTH} levels "
-                        "(MAX_YAML_DEPTH)",
-                        mark,
-                    )
+                    raise _YamlRefused("limit", _YAML_TOO_DEEP, mark)
                 stack.append([{} if is_map else [], _NO_KEY, mark])
             elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
                 done = stack.pop()
@@ -389,6 +384,7 @@ def _yaml_value(text: str) -> Any:
 
 
 _NO_KEY: Any = object()
+_YAML_TOO_DEEP = f"YAML nests deeper than the limit of {MAX_YAML_DEPTH} levels (MAX_YAML_DEPTH)"
 
 
 def _tag_refused(tag: str) -> str:
@@ -431,8 +427,11 @@ def load_yaml(text: str, *, file: str, problems: Problems) -> Any:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{mark.line + 1}:{mark.column + 1}" if mark is not None else None
-        problem = getattr(e, "problem", None) or str(e)
-        problems.add("yaml_syntax", file, f"invalid YAML: {str(problem)[:300]}", where)
+        problem = str(getattr(e, "problem", None) or e)
+        if "nesting depth" in problem:  # libyaml 0.2.6+ has its own cap (1,000), met first
+            problems.add("limit", file, f"invalid YAML: {_YAML_TOO_DEEP}", where)
+        else:
+            problems.add("yaml_syntax", file, f"invalid YAML: {problem[:300]}", where)
     except (ValueError, TypeError, OverflowError) as e:  # int("1" * 5000) and the like
         problems.add("yaml_syntax", file, f"invalid YAML: {value_error_text(e)}")
     return None
