@@ -226,7 +226,30 @@ TRICKY = [
     'permit(principal, action, resource) when { resource.owner.hasTag("t") };',
     'permit(principal, action, resource) when { context.rec.getTag("t") == "x" };',
     "permit(principal, action, resource) when { principal.n == context.n };",
+    "permit(principal, action, resource) when { context.rec.t == 1 };",
+    "permit(principal, action, resource) when { context.rec.nope == 1 };",
+    "permit(principal, action, resource) when { context.n.x == 1 };",
+    "permit(principal, action, resource) when { resource.owner.rec.inner == 2 };",
 ]
+
+
+def test_a_record_operand_is_read_as_a_record_without_an_entity_lookup() -> None:
+    """``context.rec.t``: an operand that is not a variable may be a record or an entity
+    reference; the generated code reads a record's field directly (no failed entity
+    lookup and exception per request)."""
+    program = lower_policies(
+        [
+            (
+                "p",
+                parse_policies("permit(principal, action, resource) when { context.rec.t == 1 };")[
+                    0
+                ],
+            )
+        ]
+    )
+    backend = CompiledBackend(program)
+    [cp] = backend.policies
+    assert "is REC" in (cp.run.__doc__ or "")
 
 
 @pytest.mark.parametrize("policy", TRICKY)

@@ -90,6 +90,27 @@ def test_a_new_entity_named_as_a_parent_by_stored_ones_extends_their_closure() -
     assert layer.ancestors_of(U(6)) == {U(7)}  # the layer below is untouched
 
 
+def test_a_layer_laid_over_a_layer_merges_the_two() -> None:
+    """A batch's resource over its token layer: one overlay of both over the store (a
+    lookup that misses the request's entities is one step), equal to looking through."""
+    store = EntityFacts([Entity(U(1), {"s": 1}, {U(2)}), Entity(U(2))])
+    tokens = store.with_entities([Entity(U(7), {"t": 1}, {U(1)}), Entity(U(8), {"t": 2})])
+    fx = tokens.with_entities([Entity(U(9), {"r": 1})])
+    assert fx._base is store and set(fx._extra) == {U(7), U(8), U(9)}
+    assert set(tokens._extra) == {U(7), U(8)}  # the layer below is untouched
+    for i in (1, 2, 7, 8, 9, 10):
+        expected = EntityFacts(
+            EntityStore(store.entities).merged(tokens._extra.values()).merged([fx.get(U(9))])
+        )
+        assert fx.get(U(i)) == expected.get(U(i)), i
+        assert fx.ancestors_of(U(i)) == expected.ancestors_of(U(i)), i
+    assert fx.ancestors_of(U(7)) == {U(1), U(2)}
+    assert len(fx.entities) == 5 and fx._is_a_parent(U(1)) and not fx._is_a_parent(U(9))
+    # a resource replacing a token-layer entity (same parents) wins over it
+    again = tokens.with_entities([Entity(U(8), {"t": 3})])
+    assert again.get(U(8)).attrs == {"t": 3} and tokens.get(U(8)).attrs == {"t": 2}
+
+
 def test_an_entity_without_parents_shares_the_base_closure() -> None:
     base = EntityFacts([Entity(U(1), parents={U(2)}), Entity(U(2))])
     fx = base.with_entities([Entity(U(9), {"a": 1})])

@@ -138,6 +138,11 @@ def _overlay(own: dict[Any, Any], base: Callable[[Any], Any]) -> Callable[[Any],
     return o.__getitem__
 
 
+_MERGE_LAYERS_UP_TO = 64
+"""A layer of at most this many entities is merged into the layer laid over it (a copy per
+request), rather than looked through (a Python call per lookup that misses the top)."""
+
+
 class EntityFacts:
     """An entity set with its hierarchy closure: what every request over it shares.
 
@@ -314,9 +319,22 @@ class EntityFacts:
         base_get: Callable[[EntityUID], Entity | None],
         ancestors_of: Callable[[EntityUID], frozenset[EntityUID]],
     ) -> EntityFacts:
-        """Facts with ``overlay`` over these, and this closure lookup."""
+        """Facts with ``overlay`` over these, and this closure lookup.
+
+        Over facts that are themselves a layer (a token set's entities, a batch's
+        principal), the two layers' entities are merged into one over the base below:
+        a lookup that misses the request's entities then costs one ``__missing__`` call,
+        not one per layer (the merged dict is a handful of entities)."""
         out = EntityFacts.__new__(EntityFacts)
-        out._base = self
+        below = self._base
+        if below is not None and len(self._extra) <= _MERGE_LAYERS_UP_TO:
+            merged = self._extra.copy()
+            merged.update(overlay)
+            overlay = merged
+            base_get = below.get
+            out._base = below
+        else:
+            out._base = self
         out._extra = overlay
         out._entities = None
         out._ancestors = None

@@ -15,7 +15,7 @@ from typing import Any
 
 from polang.datalog.builtins import direct
 from polang.errors import EvaluationError
-from polang.language.values import EntityUID, type_name
+from polang.language.values import EntityUID, RecordValue, type_name
 
 MAX_DEPTH = 40  # nesting of generated blocks; deeper subtrees fall back to closures
 
@@ -41,6 +41,7 @@ _GLOBALS: dict[str, Any] = {
     "LOOKUP": (KeyError, AttributeError, TypeError),
     # types whose Python equality is the language's (same type on both sides)
     "PLAIN": frozenset({str, int, bool, EntityUID}),
+    "REC": RecordValue,
 }
 """The one globals namespace of all generated code (fixed helpers only)."""
 
@@ -222,8 +223,10 @@ class _Writer:
     def receiver(self, pred: str, temp: str) -> tuple[str, str] | None:
         """How to reach the entity record (or context record) of an operand directly:
         ``("entity", expr)`` where ``expr`` is the Entity (or None), ``("record", expr)``
-        for the context's fields. The fast paths fall back to the builtin call whenever
-        the direct access fails, so errors stay the builtin's."""
+        for the context's fields, ``("value", temp)`` for any other operand (an entity
+        reference or a record, as ``context.tokens``: known at run time only). The fast
+        paths fall back to the builtin call whenever the direct access fails, so errors
+        stay the builtin's."""
         var = self.source_var(pred)
         if var == "principal":
             return ("entity", "pe")
@@ -233,7 +236,7 @@ class _Writer:
             return ("record", f"{temp}.fields")
         if var is None:
             self.uses_get = True
-            return ("entity", f"get({temp})")
+            return ("value", temp)
         return None
 
     def intrinsic(self, shape: Any, args: list[str], call: str, target: str, depth: int) -> bool:
@@ -248,6 +251,16 @@ class _Writer:
                 return False
             kind, expr = how
             name = self.literal(consts[0])
+            if kind == "value":  # a record's field, or an entity's attribute
+                if op != "get_attr":
+                    return False
+                self.line(
+                    depth,
+                    f"try: {target} = {expr}.fields[{name}] if type({expr}) is REC "
+                    f"else get({expr}).attrs[{name}]",
+                )
+                self.line(depth, f"except LOOKUP: {target} = {call}")
+                return True
             table = f"{expr}.attrs" if kind == "entity" else expr
             if op == "get_attr":
                 self.line(depth, f"try: {target} = {table}[{name}]")
@@ -260,8 +273,10 @@ class _Writer:
             return True
         if op in ("method:getTag", "method:hasTag") and len(preds) == 2 and not consts:
             how = self.receiver(preds[0], args[0])
-            if how is None or how[0] != "entity":
+            if how is None or how[0] == "record":
                 return False
+            if how[0] == "value":  # tags are entities' only
+                how = ("entity", f"get({how[1]})")
             known, key = self.const_value(preds[1])
             if not known or type(key) is not str:
                 return False
