@@ -276,6 +276,48 @@ def test_multi_issuer_batch_over_shared_tokens(shop: Engine) -> None:
     assert isinstance(first, AuthorizeResult) and first.dropped_tokens == []
 
 
+def test_a_multi_issuer_list_views_shared_context_never_skips_a_request_that_fails(
+    shop: Engine,
+) -> None:
+    """Requests of one action, context object, resource type and token set reuse the first
+    one's context (with the tokens) and clean schema check; a resource of another type,
+    a bad attribute or another context still gets its own checks, as its single call."""
+    good = [TokenInput("Shop::Access_token", unverified_jwt(scope=["shop:buy"]))]
+    ctx: dict[str, Any] = {"quantity": 1}
+    requests: list[dict[str, Any]] = [
+        {"action": BUY, "resource": item("cup"), "context": ctx},
+        {"action": BUY, "resource": item("pen", price=0), "context": ctx},
+        {"action": BUY, "resource": user("bob"), "context": ctx},  # not an Item for buy
+        {"action": BUY, "resource": item("ink"), "context": ctx},
+        {"action": BUY, "resource": item("jar", price="5"), "context": ctx},  # bad attribute
+        {"action": BUY, "resource": item("mug"), "context": {"quantity": "x"}},  # bad context
+        {"action": BUY, "resource": item("mug"), "context": {"quantity": 20}},
+        {"action": VIEW, "resource": item("lid", price=0), "context": ctx},
+        {"action": BUY, "resource": 'Shop::Item::"nope"', "context": ctx},  # not stored
+        {"action": BUY, "resource": item("box"), "context": ctx},
+    ]
+    batch = shop.authorize_multi_issuer_batch(requests, tokens=good)
+    for got, request in zip(batch, requests, strict=True):
+        same_as_single(got, multi_single(shop, {**request, "tokens": good}))
+    assert [isinstance(r, BatchItemError) for r in batch] == [
+        False,
+        False,
+        True,
+        False,
+        True,
+        True,
+        False,
+        False,
+        True,
+        False,
+    ]
+    assert [r.decision for r in batch] == [True, True, False, True] + [False] * 3 + [
+        True,
+        False,
+        True,
+    ]
+
+
 def test_multi_issuer_batch_with_tokens_per_request(shop: Engine) -> None:
     good = [TokenInput("Shop::Access_token", unverified_jwt(scope=["shop:buy"]))]
     plain = [TokenInput("Shop::Access_token", unverified_jwt(jti="p", scope=["shop:look"]))]

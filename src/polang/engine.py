@@ -1175,27 +1175,57 @@ class Engine:
         out: list[BatchResult] = []
         todo: list[tuple[int, Request, EntityFacts]] = []
         dropped: dict[int, ProcessedTokens] = {}
+        keys_ok = _MULTI_KEYS.issuperset
+        action_of = parts.action
+        schema = snap.store.schema
+        token_schema_ok: set[EntityUID] = set()  # actions whose token structure is checked
+        # the context given, action, resource type and token set of the last request whose
+        # schema check holds for every request of those, and its context with the tokens
+        last: tuple[Any, EntityUID, str, ProcessedTokens, RecordValue] | None = None
         for i, item in enumerate(items):
             try:
-                obj = _batch_item(item, _MULTI_KEYS)
+                obj = (
+                    item if type(item) is dict and keys_ok(item) else _batch_item(item, _MULTI_KEYS)
+                )
                 if shared is not None and obj.get("tokens") is not None:
                     raise TokenError(
                         "tokens: given for the whole batch; a request may not carry others"
                     )
                 if shared is None:
                     _check_token_list(_required(obj, "tokens"))
-                act = parts.action(_required(obj, "action"))
-                self._check_multi_issuer_schema(snap, act)
+                act = action_of(obj["action"] if "action" in obj else _required(obj, "action"))
+                if act not in token_schema_ok:
+                    self._check_multi_issuer_schema(snap, act)
+                    token_schema_ok.add(act)
                 context = obj.get("context")
-                _check_no_tokens_key(context)
-                ruid, res = self._part(snap, _required(obj, "resource"), "resource")
+                if context is not None:
+                    _check_no_tokens_key(context)
+                resource = obj["resource"] if "resource" in obj else _required(obj, "resource")
+                res = fast_request_entity(resource, schema)  # the generated converters
+                if res is not None:
+                    ruid = res.uid
+                    rents = [res]
+                else:
+                    ruid, rents = self._part(snap, resource, "resource")
                 processed, base = shared if shared is not None else parts.tokens(obj["tokens"])
-                ctx = parts.token_context(context, act)
-                parts.check(None, act, ruid, ctx)
-                fields = dict(ctx.fields)
-                fields["tokens"] = processed.context_tokens
-                request = Request(None, act, ruid, RecordValue(fields))
-                facts = base.with_entities(res)
+                if (  # a list view: the previous request's context, action, type and tokens
+                    last is not None
+                    and last[0] is context
+                    and last[1] is act
+                    and last[2] == ruid[0]
+                    and last[3] is processed
+                ):
+                    full = last[4]
+                else:
+                    ctx = parts.token_context(context, act)
+                    parts.check(None, act, ruid, ctx)
+                    fields = dict(ctx.fields)
+                    fields["tokens"] = processed.context_tokens
+                    full = RecordValue(fields)
+                    clean = parts.is_clean(None, act, ruid[0], ctx)
+                    last = (context, act, ruid[0], processed, full) if clean else None
+                request = Request(None, act, ruid, full)
+                facts = base.with_entities(rents)
             except PolangError as e:
                 out.append(BatchItemError(i, e))
                 continue
@@ -1217,18 +1247,23 @@ class Engine:
         elapsed: int | None = None
         if self.logger.enabled and out:  # each request's share of the batch's time
             elapsed = int((time.perf_counter() - started) * 1e6 / len(out))
-        if tokens is None and not self.logger.enabled:  # nothing to log: the answers only
-            for (i, _, _), (allow, reasons, errors), reserved in zip(
-                todo, verdicts, reserve_uuid7_many(len(todo)), strict=True
-            ):
-                out[i] = _new_result(allow, reserved, reasons, errors, None)
+        if not self.logger.enabled:  # nothing to log: the answers only
+            ids = reserve_uuid7_many(len(todo))
+            if tokens is None:
+                for (i, _, _), (allow, reasons, errors), reserved in zip(
+                    todo, verdicts, ids, strict=True
+                ):
+                    out[i] = _new_result(allow, reserved, reasons, errors, None)
+            else:
+                for (i, _, _), (allow, reasons, errors), reserved in zip(
+                    todo, verdicts, ids, strict=True
+                ):
+                    dropped = list(tokens[i].dropped)
+                    out[i] = _new_result(allow, reserved, reasons, errors, dropped)
             return out
-        # ids written when read unless a decision log needs them now
-        ids: Sequence[str | int] = (
-            uuid7_many(len(todo)) if self.logger.enabled else reserve_uuid7_many(len(todo))
-        )
+        # the decision log needs the ids' text now
         for (i, request, _), (allow, reasons, errors), request_id in zip(
-            todo, verdicts, ids, strict=True
+            todo, verdicts, uuid7_many(len(todo)), strict=True
         ):
             processed = None if tokens is None else tokens[i]
             out[i] = self._result(

@@ -230,6 +230,10 @@ TRICKY = [
     "permit(principal, action, resource) when { context.rec.nope == 1 };",
     "permit(principal, action, resource) when { context.n.x == 1 };",
     "permit(principal, action, resource) when { resource.owner.rec.inner == 2 };",
+    "permit(principal, action, resource) when { context has rec && context.rec has t };",
+    "permit(principal, action, resource) when { context has n && context.n has x };",
+    "permit(principal, action, resource) when { resource.owner has name };",
+    "permit(principal, action, resource) when { principal.rec has inner };",
 ]
 
 

@@ -252,14 +252,18 @@ class _Writer:
             kind, expr = how
             name = self.literal(consts[0])
             if kind == "value":  # a record's field, or an entity's attribute
-                if op != "get_attr":
-                    return False
-                self.line(
-                    depth,
-                    f"try: {target} = {expr}.fields[{name}] if type({expr}) is REC "
-                    f"else get({expr}).attrs[{name}]",
-                )
-                self.line(depth, f"except LOOKUP: {target} = {call}")
+                if op == "get_attr":
+                    self.line(
+                        depth,
+                        f"try: {target} = {expr}.fields[{name}] if type({expr}) is REC "
+                        f"else get({expr}).attrs[{name}]",
+                    )
+                    self.line(depth, f"except LOOKUP: {target} = {call}")
+                else:
+                    self.line(
+                        depth,
+                        f"{target} = {name} in {expr}.fields if type({expr}) is REC else {call}",
+                    )
                 return True
             table = f"{expr}.attrs" if kind == "entity" else expr
             if op == "get_attr":
@@ -268,6 +272,9 @@ class _Writer:
             elif kind == "entity" and expr in ("pe", "re"):
                 # principal/resource are entity uids: a missing entity has no attribute
                 self.line(depth, f"{target} = {expr} is not None and {name} in {table}")
+            elif kind == "record":  # the context (a record, but for callers' own requests)
+                temp = args[0]
+                self.line(depth, f"{target} = {name} in {table} if type({temp}) is REC else {call}")
             else:
                 return False
             return True
