@@ -234,6 +234,12 @@ TRICKY = [
     "permit(principal, action, resource) when { context has n && context.n has x };",
     "permit(principal, action, resource) when { resource.owner has name };",
     "permit(principal, action, resource) when { principal.rec has inner };",
+    'permit(principal, action, resource) when { context.rec.hasTag("t") };',
+    'permit(principal, action, resource) when { context.n.hasTag("t") };',
+    "permit(principal, action, resource) when { principal.set.contains(1) };",
+    "permit(principal, action, resource) when { principal.set.contains(true) };",
+    'permit(principal, action, resource) when { principal.name.contains("a") };',
+    'permit(principal, action, resource) when { resource.set.contains("x") };',
 ]
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from polang.datalog.builtins import direct
 from polang.errors import EvaluationError
-from polang.language.values import EntityUID, RecordValue, type_name
+from polang.language.values import EntityUID, RecordValue, SetValue, type_name
 
 MAX_DEPTH = 40  # nesting of generated blocks; deeper subtrees fall back to closures
 
@@ -42,6 +42,8 @@ _GLOBALS: dict[str, Any] = {
     # types whose Python equality is the language's (same type on both sides)
     "PLAIN": frozenset({str, int, bool, EntityUID}),
     "REC": RecordValue,
+    "SETV": SetValue,
+    "EUID": EntityUID,
 }
 """The one globals namespace of all generated code (fixed helpers only)."""
 
@@ -282,8 +284,9 @@ class _Writer:
             how = self.receiver(preds[0], args[0])
             if how is None or how[0] == "record":
                 return False
+            operand = how[1]
             if how[0] == "value":  # tags are entities' only
-                how = ("entity", f"get({how[1]})")
+                how = ("entity", f"get({operand})")
             known, key = self.const_value(preds[1])
             if not known or type(key) is not str:
                 return False
@@ -294,9 +297,22 @@ class _Writer:
                 self.line(depth, f"except LOOKUP: {target} = {call}")
             elif expr in ("pe", "re"):
                 self.line(depth, f"{target} = {expr} is not None and {k} in {expr}.tags")
-            else:
-                return False
+            else:  # an entity reference: a missing entity has no tag; anything else errors
+                found = f"{target}_e"
+                self.line(depth, f"if type({operand}) is EUID:")
+                self.line(depth + 1, f"{found} = {expr}")
+                self.line(depth + 1, f"{target} = {found} is not None and {k} in {found}.tags")
+                self.line(depth, f"else: {target} = {call}")
             return True
+        if op == "method:contains" and len(preds) == 2 and not consts:
+            known, c = self.const_value(preds[1])
+            if known and type(c) in (str, int):  # its own key in a set (value_key)
+                s = args[0]
+                self.line(
+                    depth,
+                    f"{target} = {self.literal(c)} in {s}.keys if type({s}) is SETV else {call}",
+                )
+                return True
         if op in ("eq", "neq") and len(preds) == 2 and not consts:
             for this, other in ((0, 1), (1, 0)):
                 known, c = self.const_value(preds[other])
