@@ -1099,8 +1099,7 @@ class Engine:
         puid_i: EntityUID | None
         keys_ok = _UNSIGNED_KEYS.issuperset
         action_of = parts.action
-        part = self._part
-        schema = snap.store.schema
+        resource_of = parts.resource
         # the context given, action, types and context of the last request whose schema
         # check holds for every request of those (its answer kept by ``parts.check``)
         last: tuple[Any, EntityUID, str | None, str, RecordValue] | None = None
@@ -1108,13 +1107,7 @@ class Engine:
             try:
                 obj = item if type(item) is dict and keys_ok(item) else _batch_item(item)
                 act = action_of(obj["action"] if "action" in obj else _required(obj, "action"))
-                resource = obj["resource"] if "resource" in obj else _required(obj, "resource")
-                res = fast_request_entity(resource, schema)  # the generated converters
-                if res is not None:
-                    ruid = res.uid
-                    rents = [res]
-                else:
-                    ruid, rents = part(snap, resource, "resource")
+                ruid, rents = resource_of(obj)
                 if shared is not None:
                     if obj.get("principal") is not None:
                         raise RequestError(
@@ -1177,7 +1170,7 @@ class Engine:
         dropped: dict[int, ProcessedTokens] = {}
         keys_ok = _MULTI_KEYS.issuperset
         action_of = parts.action
-        schema = snap.store.schema
+        resource_of = parts.resource
         token_schema_ok: set[EntityUID] = set()  # actions whose token structure is checked
         # the context given, action, resource type and token set of the last request whose
         # schema check holds for every request of those, and its context with the tokens
@@ -1200,13 +1193,7 @@ class Engine:
                 context = obj.get("context")
                 if context is not None:
                     _check_no_tokens_key(context)
-                resource = obj["resource"] if "resource" in obj else _required(obj, "resource")
-                res = fast_request_entity(resource, schema)  # the generated converters
-                if res is not None:
-                    ruid = res.uid
-                    rents = [res]
-                else:
-                    ruid, rents = self._part(snap, resource, "resource")
+                ruid, rents = resource_of(obj)
                 processed, base = shared if shared is not None else parts.tokens(obj["tokens"])
                 if (  # a list view: the previous request's context, action, type and tokens
                     last is not None
@@ -1475,6 +1462,16 @@ class _BatchParts:
         facts = snap.facts.with_entities(pents)
         self._principals[id(value)] = (value, puid, pents, facts)
         return puid, pents, facts
+
+    def resource(self, request: Mapping[str, Any]) -> tuple[EntityUID, list[Entity]]:
+        """A request's resource: by the generated converters, else the single call's
+        reader (its forms, its errors)."""
+        value = request["resource"] if "resource" in request else _required(request, "resource")
+        snap = self._snap
+        res = fast_request_entity(value, snap.store.schema)
+        if res is not None:
+            return res.uid, [res]
+        return self._engine._part(snap, value, "resource")
 
     def tokens(self, value: Any) -> tuple[ProcessedTokens, EntityFacts]:
         """A token list validated once per list object (its error too)."""
