@@ -610,6 +610,12 @@ def test_a_custom_issuer_id_comes_from_the_file_name(tmp_path: Path) -> None:
             "not an entity type name",
         ),
         (
+            {"tokens_mappings": {"A::Device\n": {}}},
+            "invalid_field",
+            '$.tokens_mappings["A::Device\\n"]',
+            "not an entity type name",
+        ),
+        (
             {"tokens_mappings": {"A::B": {"requiredd": True}}},
             "unknown_field",
             '$.tokens_mappings["A::B"].requiredd',

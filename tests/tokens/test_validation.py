@@ -311,10 +311,13 @@ def test_malformed_inputs_are_dropped_not_raised(proc: TokenProcessor) -> None:
             {"mapping": MAPPING},
             {"payload": "x"},
             42,
+            TokenInput(MAPPING + "\n", "x.y.z"),  # a name, then a line end
+            TokenInput("A::", "x.y.z"),
         ]
     )
-    assert [d.kind for d in out.dropped] == ["invalid_input"] * 4
-    assert [d.index for d in out.dropped] == [0, 1, 2, 3]
+    assert [d.kind for d in out.dropped] == ["invalid_input"] * 6
+    assert [d.index for d in out.dropped] == [0, 1, 2, 3, 4, 5]
+    assert "'mapping' must be an entity type name" in out.dropped[4].message
 
 
 def test_messages_never_contain_the_token(oidc: OidcProvider, proc: TokenProcessor) -> None:

@@ -404,6 +404,18 @@ def name_error(name: str) -> str | None:
     return None
 
 
+def has_name_shape(name: object, *, qualified: bool = False) -> bool:
+    """Whether ``name`` is identifiers joined by ``::`` (at least two when ``qualified``):
+    the shape only, for names that are not always type names (a token mapping may be a
+    token name); :func:`name_error` also refuses reserved words."""
+    if type(name) is not str:
+        return False
+    parts = name.split("::")
+    if qualified and len(parts) < 2:
+        return False
+    return all(_IDENT_RE.match(part) for part in parts)
+
+
 def _qualify(ns: str, name: str) -> str:
     return f"{ns}::{name}" if ns else name
 

@@ -8,7 +8,6 @@ Policy validation against the schema is the engine's job (``ENGINE_STRICT_SCHEMA
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -18,14 +17,12 @@ from polang.errors import PolangError, PolicyParseError, SchemaError
 from polang.language.ast import Annotation, EntityLit, Policy, condition_nodes, link_template
 from polang.language.entities import Entity, EntityStore, parse_entity, parse_legacy_entity
 from polang.language.parser import parse_entity_uid, parse_policies
-from polang.language.schema import Schema, parse_schema, parse_schema_json
+from polang.language.schema import Schema, has_name_shape, parse_schema, parse_schema_json
 from polang.language.values import EntityUID
 from polang.store.errors import Problems, StoreProblem, strip_position_prefix
 from polang.store.fields import Checker, jpath, listing, show
 from polang.store.model import PolicyStore, TemplateLink
 from polang.store.raw import PolicyPart, RawStore, TextPart, load_json
-
-_TYPE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)+$")
 
 if TYPE_CHECKING:
     from polang.tokens.settings import IssuerSettings
@@ -434,7 +431,7 @@ def _custom_issuers(raw: RawStore, problems: Problems) -> None:
             continue
         for tname, tok in tm.items():
             tp = jpath("$.tokens_mappings", str(tname))
-            if not isinstance(tname, str) or not _TYPE_NAME.match(tname):
+            if not has_name_shape(tname, qualified=True):
                 ck.add(
                     "invalid_field",
                     tp,

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from polang.errors import RequestError, bound_message
 from polang.http import Fetcher
 from polang.language.entities import Entity
-from polang.language.schema import STRING, RecordType, Schema
+from polang.language.schema import STRING, RecordType, Schema, has_name_shape
 from polang.language.values import LONG_MAX, LONG_MIN, EntityUID, RecordValue, Value
 from polang.tokens.cache import TokenCache, cache_key
 from polang.tokens.claims import ClaimError, claim_attributes, first_text, roles_from
@@ -59,7 +59,6 @@ _SKIP_VERIFIED = frozenset({"jti", "exp", "iss"})
 
 # A mapping is an entity type name or, as Cedarling also accepts, a token name (a key of
 # the issuer's ``token_metadata``, such as ``access_token``).
-_TYPE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*$")
 _UNSAFE = re.compile(r"[^a-z0-9_]")
 
 
@@ -110,7 +109,7 @@ def _coerce_input(item: object, max_size: int) -> tuple[str, str]:
     else:
         mapping = getattr(item, "mapping", None)
         payload = getattr(item, "payload", None)
-    if not isinstance(mapping, str) or not _TYPE_NAME_RE.match(mapping):
+    if not isinstance(mapping, str) or not has_name_shape(mapping):
         raise TokenDrop(
             "invalid_input",
             "'mapping' must be an entity type name like 'Namespace::Type' (or a token name "
