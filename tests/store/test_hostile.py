@@ -28,9 +28,9 @@ from polang.errors import MAX_MESSAGE_CHARS, PolangError
 from polang.store import PolicyStoreLoadError, PolicyStoreSource
 from polang.store.errors import MAX_LISTED_PROBLEMS, MAX_PROBLEM_CHARS, MAX_PROBLEMS
 from polang.store.issuers import ISSUER_FIELDS, TOKEN_FIELDS
-from polang.store.layout import MAX_UNEXPECTED_LISTED
+from polang.store.layout import MAX_UNEXPECTED_LISTED, build_manifest
 
-from .storekit import METADATA, b64, legacy_doc, store_files, write_tree, zip_bytes
+from .storekit import ISSUER, METADATA, b64, legacy_doc, store_files, write_tree, zip_bytes
 
 DEEP = 50_000
 
@@ -110,6 +110,56 @@ def test_a_huge_json_integer_is_a_syntax_problem(tmp_path: Path) -> None:
     err = rejected_path(legacy_file(tmp_path, doc))
     assert err.kinds == ["json_syntax"]
     assert "4,300 digits" in err.problems[0].message
+
+
+# ---------------------------------------------------------------- anchored fields
+
+
+def _with(doc: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    out = json.loads(json.dumps(doc))
+    target = out
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return out
+
+
+@pytest.mark.parametrize(
+    ("file", "doc", "path", "value"),
+    [
+        ("metadata.json", METADATA, ("policy_store", "version"), "1.0.0\n"),
+        ("metadata.json", METADATA, ("policy_store", "version"), "\u0661.0.0"),  # Arabic one
+        ("metadata.json", METADATA, ("polang_version",), "4.0.0\n"),
+        ("metadata.json", METADATA, ("policy_store", "created_date"), "2025-01-01T00:00:00Z\n"),
+        ("trusted-issuers/idp.json", {"idp": ISSUER}, ("idp", "name"), "Idp\n"),
+        (
+            "trusted-issuers/idp.json",
+            {"idp": ISSUER},
+            ("idp", "token_metadata", "access_token", "entity_type_name"),
+            "Idp::Access_token\n",
+        ),
+    ],
+)
+def test_a_field_with_a_line_end_after_it_or_other_digits_is_refused(
+    tmp_path: Path, file: str, doc: dict[str, Any], path: tuple[str, ...], value: str
+) -> None:
+    """A name, version or date followed by a newline (which a regex's ``$`` lets through)
+    or written with non-ASCII digits is not the field's form."""
+    root = write_tree(tmp_path / "s", store_files({file: json.dumps(_with(doc, path, value))}))
+    err = rejected_path(root)
+    assert any(p.file == file for p in err.problems), err
+
+
+def test_a_manifest_checksum_with_a_line_end_after_it_is_a_format_problem(tmp_path: Path) -> None:
+    files = store_files()
+    raw = {k: v.encode() if isinstance(v, str) else v for k, v in files.items()}
+    manifest = build_manifest(raw, "app-store", "2025-01-01T00:00:00Z")
+    manifest["files"]["schema.polangschema"]["checksum"] += "\n"
+    root = write_tree(tmp_path / "s", {**files, "manifest.json": json.dumps(manifest)})
+    err = rejected_path(root)
+    [p] = err.problems
+    assert (p.kind, p.location) == ("invalid_field", '$.files["schema.polangschema"].checksum')
+    assert "must have the form sha256:" in p.message
 
 
 # ---------------------------------------------------------------- YAML

@@ -12,7 +12,7 @@ from polang.store.errors import Problems
 if TYPE_CHECKING:
     from datetime import datetime
 
-_IDENT_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENT_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 #: Longest piece of input (a key, a value) quoted in a message or a JSON path: a store is
 #: hostile input, so a message quotes the start of a value and says how long it was.
@@ -219,11 +219,13 @@ class Checker(Record):
         return value
 
 
-_VERSION = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
+_VERSION = re.compile(r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)\Z", re.ASCII)
 _ISO_UTC = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-]00:?00)$"
+    r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-]00:?00)\Z", re.ASCII
 )
-_LEGACY_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,6})?$")
+_LEGACY_DATE = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,6})?\Z", re.ASCII
+)
 
 
 def is_version(value: str, *, v_prefix: bool = False) -> bool:

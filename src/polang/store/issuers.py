@@ -17,12 +17,11 @@ from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from polang.errors import PolicyStoreError
+from polang.language.schema import has_name_shape
 from polang.store.errors import Problems
 from polang.store.fields import Checker, jpath, show, type_word
 from polang.tokens.settings import (
     DEFAULT_ENTITY_TYPES,
-    NAMESPACE_RE,
-    QUALIFIED_TYPE_RE,
     ClaimMapping,
     IssuerSettings,
     RegexGroup,
@@ -100,7 +99,7 @@ def check_trusted_issuer(
         return None
     ck.known(rec, path, ISSUER_FIELDS, renamed={"tokens_metadata": "token_metadata"})
     name = ck.string(rec, "name", path, required=True)
-    if name is not None and not NAMESPACE_RE.match(name):
+    if name is not None and not has_name_shape(name):
         ck.add(
             "issuer",
             jpath(path, "name"),
@@ -215,7 +214,7 @@ def check_token_metadata(
                 + ", ".join(DEFAULT_ENTITY_TYPES)
                 + " have a default)",
             )
-    elif etn is not None and not QUALIFIED_TYPE_RE.match(etn):
+    elif etn is not None and not has_name_shape(etn, qualified=True):
         ck.add(
             "issuer",
             jpath(path, "entity_type_name"),
@@ -241,7 +240,7 @@ def check_token_metadata(
             )
     principal_mapping = ck.string_list(rec, "principal_mapping", path) or ()
     for i, t in enumerate(principal_mapping):
-        if not QUALIFIED_TYPE_RE.match(t):
+        if not has_name_shape(t, qualified=True):
             ck.add(
                 "issuer",
                 jpath(jpath(path, "principal_mapping"), i),
@@ -322,7 +321,7 @@ def check_claim_mapping(value: object, ck: Checker, path: str) -> ClaimMapping |
         return None
     parser = ck.string(rec, "parser", path, required=True)
     type_name = ck.string(rec, "type", path, required=True)
-    if type_name is not None and not QUALIFIED_TYPE_RE.match(type_name):
+    if type_name is not None and not has_name_shape(type_name, qualified=True):
         ck.add(
             "issuer",
             jpath(path, "type"),

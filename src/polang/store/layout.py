@@ -33,7 +33,7 @@ METADATA_FIELDS = ("polang_version", "policy_store", "policy_store_spec_version"
 MAX_SPEC_VERSION = 2**32 - 1
 STORE_FIELDS = ("id", "name", "description", "version", "created_date", "updated_date")
 MANIFEST_FIELDS = ("policy_store_id", "generated_date", "files")
-_CHECKSUM = re.compile(r"^(sha256:[0-9a-fA-F]{64}|sha1:[0-9a-fA-F]{40})$")
+_CHECKSUM = re.compile(r"(sha256:[0-9a-fA-F]{64}|sha1:[0-9a-fA-F]{40})\Z")
 CHECKSUM_FORMS = "sha256:<64 hex digits> or sha1:<40 hex digits> (a git blob hash)"
 
 #: A top-level string under one of these keys marks a single issuer record.

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from polang.errors import ConfigError, PolicyStoreError
+from polang.language.schema import has_name_shape
 
 if TYPE_CHECKING:
     import ssl
@@ -51,11 +52,6 @@ DEFAULT_ENTITY_TYPES: dict[str, str] = {
     "tx_token": "Svc::Tx_token",
 }
 
-_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
-#: An issuer ``name``: identifiers joined by ``::`` (it names the TrustedIssuer namespace).
-NAMESPACE_RE = re.compile(rf"^{_IDENT}(::{_IDENT})*$")
-#: An entity or record type name: ``<Namespace>::<Type>``.
-QUALIFIED_TYPE_RE = re.compile(rf"^{_IDENT}(::{_IDENT})+$")
 
 RegexValueType = Literal["String", "Number", "Boolean"]
 
@@ -176,7 +172,7 @@ class IssuerSettings:
     expected_audience: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not NAMESPACE_RE.match(self.name):
+        if not has_name_shape(self.name):  # it names the TrustedIssuer namespace
             raise PolicyStoreError(
                 f"trusted issuer {self.issuer_id!r}: name {self.name!r} must be a namespace "
                 "(identifiers joined by '::'), because it names the issuer's TrustedIssuer type"
