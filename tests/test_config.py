@@ -136,6 +136,8 @@ def test_algorithm_lists_accept_json_lists_and_drop_duplicates() -> None:
         ("ENGINE_HTTP_MAX_RETRIES", True, "whole number"),
         ("ENGINE_HTTP_MAX_RESPONSE_SIZE_BYTES", 0, ">= 1"),
         ("ENGINE_TOKEN_CACHE_CAPACITY", "ten", "whole number"),
+        ("ENGINE_TOKEN_CACHE_CAPACITY", "\uff11\uff12", "whole number"),  # full-width 12
+        ("ENGINE_HTTP_REQUEST_TIMEOUT", "\u0661.5", "seconds"),  # an Arabic-Indic one
         ("ENGINE_LOG_TYPE", "file", "off, memory, std_out, python"),
         ("ENGINE_LOG_LEVEL", "LOUD", "FATAL, ERROR, WARN, INFO, DEBUG, TRACE"),
         ("ENGINE_LOG_MAX_ITEMS", -1, ">= 0"),
@@ -159,6 +161,14 @@ def test_bad_values_name_key_value_and_what_is_allowed(
     assert key in msg
     assert repr(value) in msg
     assert allowed in msg
+
+
+def test_a_number_of_thousands_of_digits_is_a_config_error_with_a_bounded_message() -> None:
+    """CPython refuses to read an integer of more than 4,300 digits (ValueError): the
+    key's error instead, its message cut."""
+    with pytest.raises(ConfigError) as e:
+        Config.from_dict({"ENGINE_TOKEN_CACHE_CAPACITY": "9" * 5000})
+    assert "ENGINE_TOKEN_CACHE_CAPACITY" in str(e.value) and "MAX_MESSAGE_CHARS" in str(e.value)
 
 
 def test_bad_algorithm_names_suggest_or_explain() -> None:

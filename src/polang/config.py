@@ -110,8 +110,8 @@ def _optional_url(key: str, value: object) -> str | None:
     raise _fail(key, value, "an absolute http:// or https:// URL with a host")
 
 
-_INT_RE = re.compile(r"^\s*\+?\d+(_\d+)*\s*$")
-_NUM_RE = re.compile(r"^\s*\+?(\d+(_\d+)*)?(\.\d+)?\s*$")
+_INT_RE = re.compile(r"\s*\+?\d+(_\d+)*\s*\Z", re.ASCII)
+_NUM_RE = re.compile(r"\s*\+?(\d+(_\d+)*)?(\.\d+)?\s*\Z", re.ASCII)
 
 
 def _number(key: str, value: object, *, integer: bool, minimum: float, what: str) -> float | int:
@@ -128,7 +128,10 @@ def _number(key: str, value: object, *, integer: bool, minimum: float, what: str
     elif isinstance(value, float) and value.is_integer():
         n = int(value)
     elif isinstance(value, str) and _INT_RE.match(value):
-        n = int(value.strip().replace("_", ""))
+        try:
+            n = int(value.strip().replace("_", ""))
+        except ValueError:  # more than 4,300 digits (CPython's limit)
+            raise _fail(key, value, allowed) from None
     elif (
         isinstance(value, str)
         and not integer
