@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from polang.config import (
     ALL_ALGORITHMS,
     ASYMMETRIC_ALGORITHMS,
+    MAX_SECONDS,
     MIB,
     PROPERTIES,
     STORE_SOURCE_KEYS,
@@ -20,6 +21,7 @@ from polang.config import (
     known_keys,
 )
 from polang.errors import ConfigError
+from polang.logs import LogSettings
 
 
 def test_defaults_match_the_decisions() -> None:
@@ -169,6 +171,23 @@ def test_a_number_of_thousands_of_digits_is_a_config_error_with_a_bounded_messag
     with pytest.raises(ConfigError) as e:
         Config.from_dict({"ENGINE_TOKEN_CACHE_CAPACITY": "9" * 5000})
     assert "ENGINE_TOKEN_CACHE_CAPACITY" in str(e.value) and "MAX_MESSAGE_CHARS" in str(e.value)
+
+
+@pytest.mark.parametrize("value", [10**400, "1" + "0" * 400, 1e10, 1_000_000_001, "2_000_000_000"])
+def test_seconds_beyond_max_seconds_are_refused_naming_the_limit(value: object) -> None:
+    """Longer than any timer takes (``threading.TIMEOUT_MAX``): refused at load, instead of
+    an OverflowError in a request or a refresh thread later."""
+    for key in ("ENGINE_HTTP_REQUEST_TIMEOUT", "ENGINE_POLICY_STORE_REFRESH_INTERVAL"):
+        with pytest.raises(ConfigError, match="MAX_SECONDS"):
+            Config.from_dict({key: value})
+    assert Config.from_dict({"ENGINE_HTTP_REQUEST_TIMEOUT": MAX_SECONDS}).http_request_timeout
+
+
+def test_log_settings_refuse_an_integer_beyond_any_float() -> None:
+    with pytest.raises(ConfigError, match="ENGINE_LOG_TTL"):
+        LogSettings.from_mapping({"ENGINE_LOG_TTL": 10**400})
+    with pytest.raises(ConfigError, match="ENGINE_LOG_MAX_ITEMS"):
+        LogSettings.from_mapping({"ENGINE_LOG_MAX_ITEMS": "9" * 5000})
 
 
 def test_bad_algorithm_names_suggest_or_explain() -> None:

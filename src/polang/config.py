@@ -146,9 +146,17 @@ def _number(key: str, value: object, *, integer: bool, minimum: float, what: str
     return n
 
 
+MAX_SECONDS = 1_000_000_000
+"""The largest number of seconds a property takes (about 31 years): timers and waits
+refuse longer timeouts (``threading.TIMEOUT_MAX``), and no interval needs more."""
+
+
 def _seconds(minimum: float = 0) -> Callable[[str, object], float]:
     def parse(key: str, value: object) -> float:
-        return float(_number(key, value, integer=False, minimum=minimum, what="seconds"))
+        n = _number(key, value, integer=False, minimum=minimum, what="seconds")
+        if n > MAX_SECONDS:  # compared before float(): a huge int is no float
+            raise _fail(key, value, f"seconds (at most {MAX_SECONDS:,}: MAX_SECONDS)")
+        return float(n)
 
     return parse
 

@@ -600,9 +600,12 @@ def _parse_int(key: str, value: object, *, minimum: int = 0) -> int:
     if isinstance(value, int):
         n = value
     elif (isinstance(value, float) and value.is_integer()) or (
-        isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value)
+        isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value, re.ASCII)
     ):
-        n = int(value)
+        try:
+            n = int(value)
+        except ValueError:  # more than 4,300 digits (CPython's limit)
+            raise ConfigError(f"{key}: expected an integer >= {minimum}, got {value!r}") from None
     else:
         raise ConfigError(f"{key}: expected an integer >= {minimum}, got {value!r}")
     if n < minimum:
@@ -615,7 +618,10 @@ def _parse_seconds(key: str, value: object) -> float:
         raise ConfigError(f"{key}: expected a number of seconds >= 0, got {value!r}")
     n: float
     if isinstance(value, int | float):
-        n = float(value)
+        try:
+            n = float(value)
+        except OverflowError:  # an int beyond any float
+            raise ConfigError(f"{key}: expected a number of seconds >= 0, got {value!r}") from None
     elif isinstance(value, str):
         try:
             n = float(value.strip())
