@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from polang.config import (
     ALL_ALGORITHMS,
     ASYMMETRIC_ALGORITHMS,
+    MAX_COUNT,
     MAX_SECONDS,
     MIB,
     PROPERTIES,
@@ -181,6 +182,19 @@ def test_seconds_beyond_max_seconds_are_refused_naming_the_limit(value: object) 
         with pytest.raises(ConfigError, match="MAX_SECONDS"):
             Config.from_dict({key: value})
     assert Config.from_dict({"ENGINE_HTTP_REQUEST_TIMEOUT": MAX_SECONDS}).http_request_timeout
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["ENGINE_HTTP_MAX_RESPONSE_SIZE_BYTES", "ENGINE_TOKEN_CACHE_CAPACITY", "ENGINE_LOG_MAX_ITEMS"],
+)
+def test_counts_and_sizes_beyond_max_count_are_refused_naming_the_limit(key: str) -> None:
+    """A size reaches C-level reads (``zlib``'s ``max_length``), which raise OverflowError
+    beyond 2**63: such numbers are refused at load."""
+    for value in (10**30, str(MAX_COUNT + 1)):
+        with pytest.raises(ConfigError, match="MAX_COUNT"):
+            Config.from_dict({key: value})
+    assert Config.from_dict({key: MAX_COUNT})
 
 
 def test_log_settings_refuse_an_integer_beyond_any_float() -> None:

@@ -172,9 +172,17 @@ def _optional_seconds(minimum: float) -> Callable[[str, object], float | None]:
     return parse
 
 
+MAX_COUNT = 2**53
+"""The largest count or size a property takes (the largest whole number every JSON reader
+holds exactly): sizes reach C-level reads, which refuse numbers beyond 2**63."""
+
+
 def _count(minimum: int = 0, what: str = "a count") -> Callable[[str, object], int]:
     def parse(key: str, value: object) -> int:
-        return int(_number(key, value, integer=True, minimum=minimum, what=what))
+        n = int(_number(key, value, integer=True, minimum=minimum, what=what))
+        if n > MAX_COUNT:
+            raise _fail(key, value, f"{what} (at most 2**53 = {MAX_COUNT:,}: MAX_COUNT)")
+        return n
 
     return parse
 
