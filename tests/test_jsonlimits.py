@@ -47,6 +47,24 @@ def test_invalid_json_and_bytes() -> None:
     assert loads(b'{"a": 1}', what="b") == {"a": 1}
 
 
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('{"exp": NaN}', "NaN is not valid JSON"),
+        ('{"exp": Infinity}', "Infinity is not valid JSON"),
+        ("[-Infinity]", "-Infinity is not valid JSON"),
+        ('{"ttl": 1e999}', "the number 1e999 is out of range"),
+        ("[-" + "9" * 400 + ".0]", "out of range"),
+    ],
+)
+def test_numbers_json_does_not_have_are_refused(text: str, words: str) -> None:
+    """NaN compares false with every clock reading (an expiry that never comes) and
+    ``1e999`` would be infinity: neither is a JSON number (RFC 8259 section 6)."""
+    with pytest.raises(RequestError, match=words):
+        loads(text, what="doc", error=RequestError)
+    assert loads('{"a": 1.5e300, "b": -0.0}', what="doc") == {"a": 1.5e300, "b": -0.0}
+
+
 def test_message_is_bounded() -> None:
     e = PolangError("x" * 100_000)
     assert len(str(e)) < 4100

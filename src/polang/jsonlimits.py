@@ -11,6 +11,7 @@ error that names the limit.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from typing import Any
@@ -81,11 +82,27 @@ def loads(
             raise error(f"{what}: not UTF-8 text (byte {e.start})") from None
     check_depth(text, what=what, error=error, max_depth=max_depth)
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=no_constant, parse_float=finite_float)
     except json.JSONDecodeError as e:
         raise error(f"{what}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
     except (ValueError, RecursionError) as e:  # e.g. an integer of more than 4,300 digits
         raise error(f"{what}: invalid JSON: {value_error_text(e)}") from None
+
+
+def no_constant(name: str) -> Any:
+    """``json.loads``'s ``parse_constant``: ``NaN`` and ``Infinity`` are not JSON (RFC 8259
+    section 6), and a NaN compares false with everything (an expiry that never comes)."""
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def finite_float(text: str) -> float:
+    """``json.loads``'s ``parse_float``: a number too large for a float (``1e999``) is an
+    error, not infinity."""
+    v = float(text)
+    if not math.isfinite(v):
+        shown = text if len(text) <= 24 else text[:20] + "..."
+        raise ValueError(f"the number {shown} is out of range")
+    return v
 
 
 def value_error_text(e: BaseException) -> str:

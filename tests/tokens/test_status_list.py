@@ -164,6 +164,10 @@ def test_status_validation_can_be_disabled(
         ({"raw": "not a jwt"}, "invalid"),
         ({"fail": 500}, "unreachable"),
         ({"missing": True}, "unreachable"),
+        ({"ttl": 10**400}, "'ttl'"),  # beyond any float
+        ({"ttl": float("nan")}, "NaN"),  # a list that would never expire
+        ({"ttl": float("inf")}, "Infinity"),
+        ({"exp_in": 10**400}, "'exp'"),
     ],
 )
 def test_invalid_or_unreachable_lists_fail_closed(
@@ -172,7 +176,7 @@ def test_invalid_or_unreachable_lists_fail_closed(
     kw: dict[str, object] = {}
     if setup.get("signer") == "stranger":
         kw["signer"] = provider.add_key("ES256", kid=provider.keys[0].kid, slot=4, publish=False)
-    for key in ("typ", "sub", "exp_in", "raw"):
+    for key in ("typ", "sub", "exp_in", "raw", "ttl"):
         if key in setup:
             kw[key] = setup[key]
     uri = provider.set_status_list("1", [0, 0], **kw)

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from polang._record import Record
 from polang.errors import PolicyStoreError
-from polang.jsonlimits import MAX_JSON_DEPTH, check_depth, value_error_text
+from polang.jsonlimits import (
+    MAX_JSON_DEPTH,
+    check_depth,
+    finite_float,
+    no_constant,
+    value_error_text,
+)
 from polang.store.errors import Problems
 from polang.store.fields import show
 
@@ -202,10 +208,6 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def load_json(text: str, *, file: str, problems: Problems, location: str | None = None) -> Any:
     """Strict JSON (no duplicate keys, no NaN, bounded nesting); ``None`` with a problem.
 
@@ -226,7 +228,9 @@ def load_json(text: str, *, file: str, problems: Problems, location: str | None 
         )
         return None
     try:
-        return json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
+        return json.loads(
+            text, object_pairs_hook=_pairs, parse_constant=no_constant, parse_float=finite_float
+        )
     except json.JSONDecodeError as e:
         where = f"{e.lineno}:{e.colno}"
         problems.add(

@@ -30,6 +30,19 @@ STATUS_NAMES = {0: "VALID", 1: "INVALID", 2: "SUSPENDED"}
 #: Most status lists cached at once (the oldest entry goes first).
 MAX_STATUS_LISTS = 1024
 _TYP = frozenset({"statuslist+jwt", "application/statuslist+jwt"})
+_MAX_TIME = 2**63
+"""``exp`` and ``ttl`` beyond this many seconds are not times (as a token's claims must be
+Longs): larger ints would not even convert to floats."""
+
+
+def _is_time(v: object) -> bool:
+    """A finite number of seconds within ``_MAX_TIME`` (NaN would compare false with every
+    clock reading: a list that never expires)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return False
+    return -_MAX_TIME <= v <= _MAX_TIME  # false for NaN and the infinities too
+
+
 _MAX_STATUSES = 1 << 27  # bound on the decompressed list (128 MiB of 1-byte entries)
 
 
@@ -241,14 +254,14 @@ class StatusListChecker:
         expires_at = math.inf
         exp = claims.get("exp")
         if exp is not None:
-            if isinstance(exp, bool) or not isinstance(exp, (int, float)):
+            if not _is_time(exp):
                 raise StatusUnavailable("'exp' is not a NumericDate")
             if now >= exp + skew:
                 raise StatusUnavailable(f"the list expired at {int(exp)}")
             expires_at = float(exp)
         ttl = claims.get("ttl")
         if ttl is not None:
-            if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl < 0:
+            if not _is_time(ttl) or ttl < 0:
                 raise StatusUnavailable("'ttl' is not a non-negative number")
             expires_at = min(expires_at, now + ttl)
         return decode_status_list(claims.get("status_list")), expires_at
