@@ -112,6 +112,17 @@ def test_a_huge_json_integer_is_a_syntax_problem(tmp_path: Path) -> None:
     assert "4,300 digits" in err.problems[0].message
 
 
+# ---------------------------------------------------------------- the path itself
+
+
+@pytest.mark.parametrize("name", ["y" * 5000, "a\x00b", "a/" + "b" * 300 + "/s.json"])
+def test_a_path_the_system_cannot_look_up_is_a_source_problem(tmp_path: Path, name: str) -> None:
+    """A name too long for the file system or holding a NUL byte: the store is refused
+    (``OSError`` / ``ValueError`` from the lookup were outside the family)."""
+    err = rejected_path(tmp_path / name)
+    assert err.kinds == ["source"]
+
+
 # ---------------------------------------------------------------- anchored fields
 
 

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 from urllib.parse import urlsplit
@@ -109,11 +110,16 @@ class PolicyStoreSource(Record):
         extension.
         """
         p = Path(path)
-        if p.is_dir():
+        try:
+            mode = p.stat().st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            Problems(str(p)).fail("source", str(p), "no such file or directory")
+        except (OSError, ValueError) as e:  # a name too long, no permission, a NUL byte
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            Problems(str(p)).fail("source", str(p), f"cannot read the path: {reason}")
+        if stat.S_ISDIR(mode):
             return cls.directory(p)
         suffix = p.suffix.lower()
-        if not p.exists():
-            Problems(str(p)).fail("source", str(p), "no such file or directory")
         if suffix == ".parc":
             return cls.archive_file(p)
         if suffix in (".json", ".yaml", ".yml"):
