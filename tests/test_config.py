@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, cast
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from polang.config import (
     ALL_ALGORITHMS,
     ASYMMETRIC_ALGORITHMS,
+    MAX_CONFIG_FILE_BYTES,
     MAX_COUNT,
     MAX_SECONDS,
     MIB,
@@ -289,11 +291,23 @@ def test_from_file_errors_name_the_file(tmp_path: Path) -> None:
         Config.from_file(bad_yaml)
     for name, text in {
         "flow.yaml": "ENGINE_LOG_TYPE: " + "[" * 50_000 + "]" * 50_000 + "\n",
-        "block.yaml": "".join(" " * i + "a:\n" for i in range(3000)),
+        "block.yaml": "".join(" " * i + "a:\n" for i in range(300)),
     }.items():
         (tmp_path / name).write_text(text)
         with pytest.raises(ConfigError, match=rf"{name}:\d+:\d+: .*MAX_YAML_DEPTH"):
             Config.from_file(tmp_path / name)
+    big = tmp_path / "big.json"
+    big.write_text('{"ENGINE_APPLICATION_NAME": "' + "x" * MAX_CONFIG_FILE_BYTES + '"}')
+    with pytest.raises(ConfigError, match=r"big\.json: .*MAX_CONFIG_FILE_BYTES"):
+        Config.from_file(big)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)  # no writer: opening it for reading would wait forever
+    with pytest.raises(ConfigError, match=r"fifo\.json: .*FIFO"):
+        Config.from_file(fifo)
+    link = tmp_path / "link.yaml"
+    link.symlink_to(tmp_path / "good-target.yaml")
+    (tmp_path / "good-target.yaml").write_text("ENGINE_LOG_TYPE: memory\n")
+    assert Config.from_file(link).log_type == "memory"  # mounted configs are links
     aliased = tmp_path / "aliased.yaml"
     aliased.write_text("ENGINE_APPLICATION_NAME: &a x\nENGINE_LOG_TYPE: *a\n")
     with pytest.raises(ConfigError, match=r"aliased\.yaml:1:\d+: .*anchors"):

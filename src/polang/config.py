@@ -146,6 +146,9 @@ def _number(key: str, value: object, *, integer: bool, minimum: float, what: str
     return n
 
 
+MAX_CONFIG_FILE_BYTES = 1024 * 1024
+"""The largest configuration file ``Config.from_file`` reads (1 MiB: a few dozen keys)."""
+
 MAX_SECONDS = 1_000_000_000
 """The largest number of seconds a property takes (about 31 years): timers and waits
 refuse longer timeouts (``threading.TIMEOUT_MAX``), and no interval needs more."""
@@ -675,10 +678,15 @@ class Config(Record):
         p = Path(path)
         if p.suffix.lower() not in (".json", ".yaml", ".yml"):
             raise ConfigError(f"{p}: configuration files must end in .json, .yaml or .yml")
-        try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{p}: cannot read configuration file: {e}") from e
+        from polang.store.layout import StoreFileError, read_named_file
+
+        try:  # a regular file (a FIFO would block), a link followed (mounted configs)
+            raw = read_named_file(p, MAX_CONFIG_FILE_BYTES, "MAX_CONFIG_FILE_BYTES")
+            text = raw.decode("utf-8-sig")
+        except StoreFileError as e:
+            raise ConfigError(f"{p}: cannot read configuration file: {e}") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{p}: not UTF-8 text (byte {e.start})") from None
         data: Any
         suffix = p.suffix.lower()
         if suffix == ".json":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -376,6 +377,12 @@ def test_local_jwks_errors_name_the_file(
         make_processor({"acme": issuer_record(oidc)}, local_jwks_path=str(path))
     with pytest.raises(ConfigError, match="cannot read"):
         make_processor({"acme": issuer_record(oidc)}, local_jwks_path=str(tmp_path / "nope"))
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)  # no writer: opening it for reading would wait forever
+    with pytest.raises(ConfigError, match="FIFO"):
+        make_processor({"acme": issuer_record(oidc)}, local_jwks_path=str(fifo))
+    with pytest.raises(ConfigError, match="null byte"):
+        make_processor({"acme": issuer_record(oidc)}, local_jwks_path="a\x00b")
 
 
 # ---------------------------------------------------------------- TLS trust

@@ -85,7 +85,28 @@ _OPEN_FLAGS = (
 )
 
 
-def read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
+def read_named_file(
+    path: str | os.PathLike[str], limit: int, limit_name: str = "MAX_UNCOMPRESSED"
+) -> bytes:
+    """A file an operator names (a store file, a configuration file, local keys): the path
+    may be a symbolic link (resolved first: mounted secrets are links), the file must be
+    regular (a FIFO or a device is refused, never waited on) and at most ``limit`` bytes
+    (``StoreFileError`` otherwise, the limit called ``limit_name``)."""
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError) as e:
+        raise StoreFileError(
+            "source", f"cannot read: {getattr(e, 'strerror', None) or e}"
+        ) from None
+    return read_regular_file(real, limit, limit_name, only="not a regular file")
+
+
+def read_regular_file(
+    path: str | os.PathLike[str],
+    limit: int,
+    limit_name: str = "MAX_UNCOMPRESSED",
+    only: str = "a store holds only regular files and folders",
+) -> bytes:
     """The bytes of a regular file, at most ``limit`` of them (``StoreFileError`` otherwise).
 
     Opened without following a link and without blocking, then checked on the open handle
@@ -94,6 +115,8 @@ def read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
     """
     try:
         fd = os.open(path, _OPEN_FLAGS)
+    except ValueError as e:  # a NUL byte in the name
+        raise StoreFileError("source", f"cannot read: {e}") from None
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise StoreFileError(
@@ -105,9 +128,9 @@ def read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
         if not stat.S_ISREG(st.st_mode):
             raise StoreFileError(
                 "unsafe_file",
-                f"{_kind_of(st.st_mode)}: a store holds only regular files and folders",
+                f"{_kind_of(st.st_mode)}: {only}",
             )
-        too_big = StoreFileError("limit", f"more than {limit} bytes (MAX_UNCOMPRESSED)")
+        too_big = StoreFileError("limit", f"more than {limit} bytes ({limit_name})")
         if st.st_size > limit:
             raise too_big
         chunks: list[bytes] = []

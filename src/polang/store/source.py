@@ -26,7 +26,7 @@ from polang.errors import ConfigError
 from polang.store.archive import MAX_UNCOMPRESSED, ZIP_MAGIC, read_archive
 from polang.store.build import build_store
 from polang.store.errors import Problems
-from polang.store.layout import StoreFileError, read_directory, read_layout, read_regular_file
+from polang.store.layout import StoreFileError, read_directory, read_layout, read_named_file
 from polang.store.model import PolicyStore
 from polang.store.raw import RawStore, decode_text
 
@@ -290,12 +290,9 @@ def _read_file(path: str, problems: Problems) -> bytes:
     The path itself may be a symbolic link (an operator's choice); it is resolved first.
     """
     try:
-        real = os.path.realpath(path)
-        return read_regular_file(real, MAX_UNCOMPRESSED)
+        return read_named_file(path, MAX_UNCOMPRESSED)
     except StoreFileError as e:
         problems.fail(e.kind, path, str(e))
-    except OSError as e:
-        problems.fail("source", path, f"cannot read: {e.strerror or e}")
 
 
 def load_policy_store(config: Config) -> PolicyStore:

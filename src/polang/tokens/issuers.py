@@ -146,15 +146,12 @@ def parse_jwks(doc: object, where: str) -> list[JsonWebKey]:
 
 def load_local_jwks(path: str, issuer_ids: Sequence[str]) -> dict[str, list[JsonWebKey]]:
     """``ENGINE_LOCAL_JWKS``: ``{"<issuer_id>": [JWK, ...]}`` (a JWKS object is accepted too)."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(_MAX_LOCAL_JWKS_BYTES + 1)
-    except OSError as e:
-        raise ConfigError(f"ENGINE_LOCAL_JWKS: cannot read {path!r} ({e})") from e
-    if len(data) > _MAX_LOCAL_JWKS_BYTES:
-        raise ConfigError(
-            f"ENGINE_LOCAL_JWKS: {path!r} is larger than {_MAX_LOCAL_JWKS_BYTES} bytes"
-        )
+    from polang.store.layout import StoreFileError, read_named_file
+
+    try:  # a regular file (a FIFO would block), a link followed (mounted secrets)
+        data = read_named_file(path, _MAX_LOCAL_JWKS_BYTES, "the 10 MiB limit of local keys")
+    except StoreFileError as e:
+        raise ConfigError(f"ENGINE_LOCAL_JWKS: {path!r}: {e}") from None
     doc = jsonlimits.loads(data, what=f"ENGINE_LOCAL_JWKS: {path!r}", error=ConfigError)
     if not isinstance(doc, dict):
         raise ConfigError(f"ENGINE_LOCAL_JWKS: {path!r}: expected an object of issuer ids")
