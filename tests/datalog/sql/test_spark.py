@@ -38,6 +38,13 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
+def test_local_mode_leaves_no_warehouse_folder_where_it_was_started(spark: Any) -> None:
+    import tempfile
+
+    where = spark.conf.get("spark.sql.warehouse.dir")
+    assert tempfile.gettempdir() in where and "polang-spark-warehouse" in where
+
+
 def test_spark_and_duckdb_give_the_same_rows(spark: Any, tmp_path: Path) -> None:
     from polang.datalog.sql.spark import SparkEngine
 

@@ -52,11 +52,14 @@ LOCAL_SETTINGS = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "8",
     "spark.driver.memory": "4g",
+    "spark.sql.warehouse.dir": os.path.join(tempfile.gettempdir(), "polang-spark-warehouse"),
 }
 """Local mode's settings (``config=`` overrides them): no web UI; 8 shuffle partitions
 (Spark's 200 are 200 tasks per shuffle on one machine's cores); a 4 GiB heap, since the
 whole of local mode runs in the driver's JVM: with Spark's 1 GiB the 10,000-entity matrix
-spent most of its time in full garbage collections (old generation 98% full)."""
+spent most of its time in full garbage collections (old generation 98% full); the
+warehouse directory under the system's temporary directory (polang keeps no tables, and
+Spark's default makes a ``spark-warehouse`` folder wherever the process was started)."""
 
 
 def spark_session(
