@@ -121,6 +121,8 @@ def test_a_path_the_system_cannot_look_up_is_a_source_problem(tmp_path: Path, na
     (``OSError`` / ``ValueError`` from the lookup were outside the family)."""
     err = rejected_path(tmp_path / name)
     assert err.kinds == ["source"]
+    assert str(err).endswith("[source]")  # the reason is not cut off by the long name
+    assert len(str(err)) < 1000
 
 
 # ---------------------------------------------------------------- anchored fields

@@ -59,6 +59,19 @@ KINDS: dict[str, str] = {
 }
 
 
+MAX_NAME_CHARS = 200
+"""Longest store or file name quoted in a message (the attributes keep it whole): a name of
+thousands of characters would otherwise fill the bounded message before its reason."""
+
+
+def short_name(name: str) -> str:
+    """``name``, its middle left out past :data:`MAX_NAME_CHARS` (both ends stay: the root
+    and the file name)."""
+    if len(name) <= MAX_NAME_CHARS:
+        return name
+    return f"{name[:120]}...({len(name) - 180} characters)...{name[-60:]}"
+
+
 class StoreProblem(Record):
     """One broken rule: ``kind`` (see :data:`KINDS`), ``file``, ``location``, ``message``."""
 
@@ -80,7 +93,7 @@ class StoreProblem(Record):
             raise AssertionError(f"unknown store problem kind {self.kind!r}")
 
     def __str__(self) -> str:
-        where = self.file or "<store>"
+        where = short_name(self.file) or "<store>"
         if self.location:
             sep = ":" if self.location[:1].isdigit() else " at "
             where = f"{where}{sep}{self.location}"
@@ -98,7 +111,7 @@ class PolicyStoreLoadError(PolicyStoreError):
         self.source = source
         self.problems = list(problems)
         n = self.total = max(total or 0, len(self.problems))
-        head = f"policy store {source} rejected: {n} problem{'s' if n != 1 else ''}"
+        head = f"policy store {short_name(source)} rejected: {n} problem{'s' if n != 1 else ''}"
         shown = self.problems[:MAX_LISTED_PROBLEMS]
         more = n - len(shown)
         tail = f"\n  ... and {more} more problem{'s' if more != 1 else ''}" if more else ""
