@@ -1171,7 +1171,6 @@ class Engine:
         keys_ok = _MULTI_KEYS.issuperset
         action_of = parts.action
         resource_of = parts.resource
-        token_schema_ok: set[EntityUID] = set()  # actions whose token structure is checked
         # the context given, action, resource type and token set of the last request whose
         # schema check holds for every request of those, and its context with the tokens
         last: tuple[Any, EntityUID, str, ProcessedTokens, RecordValue] | None = None
@@ -1187,12 +1186,9 @@ class Engine:
                 if shared is None:
                     _check_token_list(_required(obj, "tokens"))
                 act = action_of(obj["action"] if "action" in obj else _required(obj, "action"))
-                if act not in token_schema_ok:
-                    self._check_multi_issuer_schema(snap, act)
-                    token_schema_ok.add(act)
+                self._check_multi_issuer_schema(snap, act)
                 context = obj.get("context")
-                if context is not None:
-                    _check_no_tokens_key(context)
+                _check_no_tokens_key(context)
                 ruid, rents = resource_of(obj)
                 processed, base = shared if shared is not None else parts.tokens(obj["tokens"])
                 if (  # a list view: the previous request's context, action, type and tokens
@@ -1235,18 +1231,11 @@ class Engine:
         if self.logger.enabled and out:  # each request's share of the batch's time
             elapsed = int((time.perf_counter() - started) * 1e6 / len(out))
         if not self.logger.enabled:  # nothing to log: the answers only
-            ids = reserve_uuid7_many(len(todo))
-            if tokens is None:
-                for (i, _, _), (allow, reasons, errors), reserved in zip(
-                    todo, verdicts, ids, strict=True
-                ):
-                    out[i] = _new_result(allow, reserved, reasons, errors, None)
-            else:
-                for (i, _, _), (allow, reasons, errors), reserved in zip(
-                    todo, verdicts, ids, strict=True
-                ):
-                    dropped = list(tokens[i].dropped)
-                    out[i] = _new_result(allow, reserved, reasons, errors, dropped)
+            for (i, _, _), (allow, reasons, errors), reserved in zip(
+                todo, verdicts, reserve_uuid7_many(len(todo)), strict=True
+            ):
+                dropped = None if tokens is None else list(tokens[i].dropped)
+                out[i] = _new_result(allow, reserved, reasons, errors, dropped)
             return out
         # the decision log needs the ids' text now
         for (i, request, _), (allow, reasons, errors), request_id in zip(

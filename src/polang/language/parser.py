@@ -636,10 +636,9 @@ class _Converter:
                 kind = cast(Token, child.children[0])
                 self.fail(child, f"the `{kind}` condition is empty; write an expression in `{{}}`")
         assert scope is not None
-        # the clauses are joined by `&&`: a level each, or about log2(n) once balanced
+        # the clauses are joined by `&&`: a level each up to BALANCE_CHAIN_AFTER (16), about
+        # log2(n) once balanced, so the join alone never reaches MAX_EXPRESSION_DEPTH
         budget = MAX_EXPRESSION_DEPTH - ast.chain_levels(len(conditions))
-        if budget < 1:  # (only the `+`-like written join of at most 16 can't reach it)
-            self.too_deep(conditions[MAX_EXPRESSION_DEPTH - 1].span)
         for c in conditions:
             self.checked(c.body, budget)
         p_tree, a_tree, r_tree = (cast(Tree, c) for c in scope.children)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polang.http import Fetcher, FetchError, short_url
+from polang.language.values import LONG_MAX, LONG_MIN
 from polang.tokens.issuers import IssuerKeys, normalize_issuer
 from polang.tokens.jwt_checks import decode_unverified, verify_signature
 from polang.tokens.model import TokenDrop
@@ -30,17 +31,15 @@ STATUS_NAMES = {0: "VALID", 1: "INVALID", 2: "SUSPENDED"}
 #: Most status lists cached at once (the oldest entry goes first).
 MAX_STATUS_LISTS = 1024
 _TYP = frozenset({"statuslist+jwt", "application/statuslist+jwt"})
-_MAX_TIME = 2**63
-"""``exp`` and ``ttl`` beyond this many seconds are not times (as a token's claims must be
-Longs): larger ints would not even convert to floats."""
 
 
 def _is_time(v: object) -> bool:
-    """A finite number of seconds within ``_MAX_TIME`` (NaN would compare false with every
-    clock reading: a list that never expires)."""
+    """A number of seconds within the Long range, as a token's time claims must be
+    (``jwt_checks``): larger ints would not even convert to floats, and a NaN would compare
+    false with every clock reading (a list that never expires)."""
     if isinstance(v, bool) or not isinstance(v, int | float):
         return False
-    return -_MAX_TIME <= v <= _MAX_TIME  # false for NaN and the infinities too
+    return LONG_MIN <= v <= LONG_MAX  # false for NaN and the infinities too
 
 
 _MAX_STATUSES = 1 << 27  # bound on the decompressed list (128 MiB of 1-byte entries)
