@@ -215,10 +215,10 @@ class _SqlAnswer:
         self.stats = result.stats
 
     def iter_entries(self) -> Any:
-        return (_SqlRow(e) for e in self.result.entries)
+        return (_SqlRow(e) for e in self.result.iter_entries())
 
     def __len__(self) -> int:
-        return len(self.result.entries)
+        return len(self.result)
 
 
 def _run_sql(

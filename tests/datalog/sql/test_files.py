@@ -72,6 +72,58 @@ def test_files_give_the_in_process_rows(files: dict[str, Any], kind: str) -> Non
         eng.close()
 
 
+def test_answers_are_held_and_read_as_asked(files: dict[str, Any]) -> None:
+    """A query holds its answer as fetched: the count is known at once, the entries are
+    built when read (streamed or kept, the same either way), and reading them needs no
+    open connection."""
+    schema, auth, ctx = files["schema"], files["auth"], files["ctx"]
+    eng = DuckDBFileEngine(auth.program, [files["parquet"]], schema)
+    try:
+        res = eng.access_matrix(ctx, reasons=True)
+        streamed = list(res.iter_entries())
+        assert len(res) == res.stats.rows == len(streamed) > 0
+        assert res.entries == streamed and list(res) == streamed
+        assert res.entries is res.entries  # kept once built
+        e = streamed[0]
+        assert (e.principal, e.action, e.resource, e.decision) == tuple(e)[:4]
+        assert e.triple == (e.principal, e.action, e.resource)
+        user = e.principal
+        bare = eng.what_can(user, None, ctx)
+        with_reasons = eng.what_can(user, None, ctx, reasons=True)
+        assert repr(bare).startswith("SqlResult(kind='what_can', rows=")
+    finally:
+        eng.close()
+    # read after the connection closed
+    got = [(x.triple, x.decision) for x in bare.entries]
+    assert got == [(x.triple, x.decision) for x in with_reasons.entries] and got
+    assert all(x.reasons for x in with_reasons.entries if x.decision == "allow")
+    assert all(not x.reasons for x in bare.entries)
+
+
+def test_policy_entities_are_numbered_at_load(
+    files: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The uids the policies name get their eids in one query at load; planning a query
+    then asks DuckDB for none of them (each such look-up scans the uid table)."""
+    from polang.datalog.sql import files as files_mod
+
+    schema, auth, ctx = files["schema"], files["auth"], files["ctx"]
+    eng = DuckDBFileEngine(auth.program, [files["parquet"]], schema)
+    asked: list[EntityUID] = []
+    real = files_mod._FileLoaded.lookup
+
+    def counted(self: Any, uid: EntityUID) -> Any:
+        asked.append(uid)
+        return real(self, uid)
+
+    monkeypatch.setattr(files_mod._FileLoaded, "lookup", counted)
+    try:
+        res = eng.access_matrix(ctx)
+        assert res.stats.rows > 0 and asked == []
+    finally:
+        eng.close()
+
+
 def _write(d: Path, name: str, ents: list[dict[str, Any]]) -> Path:
     p = d / name
     p.write_text("".join(json.dumps(e) + "\n" for e in ents))

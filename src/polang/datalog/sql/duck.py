@@ -22,7 +22,7 @@ from polang.language.entities import Entity
 from polang.language.schema import Schema
 from polang.language.values import EntityUID, RecordValue
 
-from .engine import DEFAULT_BATCH_PAIRS, KEYS, Format, Job, SqlEngine
+from .engine import DEFAULT_BATCH_PAIRS, KEYS, Columns, Fetched, Format, Job, SqlEngine
 from .lower import ANC, Layout
 from .plan import UDF_NAME, Population, is_action_type, read_program
 from .tables import SqlError, TableSpec, _Mismatch, convert, entity_uids, program_uids, table_spec
@@ -106,6 +106,17 @@ def _sorted_unique(r: Any, p: Any) -> tuple[Any, Any]:
     return rs.astype(np.int32, copy=False), ps.astype(np.int32, copy=False)
 
 
+def _texts(arr: Any) -> list[str]:
+    """A string column as Python strings; a dictionary column through its indexes
+    (pyarrow's own ``to_pylist`` of a dictionary array makes a scalar per row: ~1.5 µs)."""
+    import pyarrow as pa
+
+    if not pa.types.is_dictionary(arr.type):
+        return list(arr.to_pylist())
+    names = arr.dictionary.to_pylist()
+    return [names[i] for i in arr.indices.to_numpy(zero_copy_only=False).tolist()]
+
+
 def _import_duckdb() -> Any:
     try:
         import duckdb
@@ -166,20 +177,27 @@ class DuckRunner:
             self._codes = (enc.indices.to_numpy(zero_copy_only=False), enc.dictionary)
         return self._codes
 
-    def _uid_list(self, eids: list[int]) -> list[EntityUID]:
+    def _uid_list(self, eids: Any) -> list[EntityUID]:
+        """The uids of ``eids`` (a NumPy array), one ``EntityUID`` per distinct eid (a
+        what_can's principal, a who_can's resource) and type names shared, not copied."""
         if self.uids:
             uids = self.uids
-            return [uids[i] for i in eids]
+            return [uids[i] for i in eids.tolist()]
         import numpy as np
 
-        types, ids, _ = self._uid_arrays()
-        # one EntityUID per distinct eid (what_can's principal, a resource in each action)
-        uniq, inv = np.unique(np.asarray(eids, dtype=np.int64), return_inverse=True)
+        if not len(eids):
+            return []
+        ids = self._uid_arrays()[1]
+        codes, names = self._type_codes()
+        rising = bool((eids[1:] > eids[:-1]).all())
+        uniq, inv = (eids, None) if rising else np.unique(eids, return_inverse=True)
+        tn = names.to_pylist()
+        new = tuple.__new__
         made = [
-            EntityUID(t, i)
-            for t, i in zip(types.take(uniq).to_pylist(), ids.take(uniq).to_pylist(), strict=True)
+            new(EntityUID, (tn[c], i))
+            for c, i in zip(codes[uniq].tolist(), ids.take(uniq).to_pylist(), strict=True)
         ]
-        return [made[k] for k in inv.tolist()]
+        return made if inv is None else [made[k] for k in inv.tolist()]
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:
         return list(self.con.execute(sql).fetchall())
@@ -234,22 +252,27 @@ class DuckRunner:
                 }
             )
 
-    def rows(self, job: Job, reasons: bool) -> list[tuple[Any, ...]]:
-        a = job.action
-        out: list[tuple[Any, ...]] = []
-        for batch in self._batches(job):
-            cols = batch.to_pydict()
-            ps, rs_ = self._uid_list(cols["p"]), self._uid_list(cols["r"])
-            if reasons:
-                out.extend(
-                    (p, a, r, d, rs, res)
-                    for p, r, d, rs, res in zip(
-                        ps, rs_, cols["decision"], cols["reasons"], cols["residuals"], strict=True
+    def rows(self, job: Job, reasons: bool) -> Fetched:
+        batches = list(self._batches(job))
+        n = sum(b.num_rows for b in batches)
+
+        def decode() -> Iterator[Columns]:
+            for b in batches:
+                ps = self._uid_list(b.column("p").to_numpy(zero_copy_only=False))
+                rs = self._uid_list(b.column("r").to_numpy(zero_copy_only=False))
+                ds = _texts(b.column("decision"))
+                if reasons:
+                    yield (
+                        ps,
+                        rs,
+                        ds,
+                        b.column("reasons").to_pylist(),
+                        b.column("residuals").to_pylist(),
                     )
-                )
-            else:
-                out.extend((p, a, r, d) for p, r, d in zip(ps, rs_, cols["decision"], strict=True))
-        return out
+                else:
+                    yield ps, rs, ds, None, None
+
+        return Fetched(job.action, n, decode)
 
     def _decode(self, batch: Any, action: EntityUID, reasons: bool, fmt: Format) -> Any:
         """A batch of eids as the answer's columns. For Parquet every column is a

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from sqlglot import exp
 
 from polang.datalog.ir import Program
 from polang.language.values import EntityUID, RecordValue
 
-from .lower import alias, col, num
+from .lower import alias, col, join, num, table
 from .plan import ActionQuery, Fallback, Planner, Population, decision_query
 from .tables import SqlError
 
@@ -48,8 +48,10 @@ class SqlFallback(SqlError):
     do not hold); answer it in process instead."""
 
 
-@dataclass(frozen=True, slots=True)
-class SqlEntry:
+class SqlEntry(NamedTuple):
+    """An allowed (or conditionally allowed) triple. A named tuple: a query at scale
+    reads hundreds of thousands of them, and a tuple is built in C."""
+
     principal: EntityUID
     action: EntityUID
     resource: EntityUID
@@ -59,7 +61,24 @@ class SqlEntry:
 
     @property
     def triple(self) -> tuple[EntityUID, EntityUID, EntityUID]:
-        return (self.principal, self.action, self.resource)
+        return (self[0], self[1], self[2])
+
+
+Columns = tuple[list[EntityUID], list[EntityUID], list[str], list[Any] | None, list[Any] | None]
+"""A fetched batch decoded: principals, resources, decisions and, with reasons, the reason
+and residual policy index lists per row."""
+
+
+@dataclass(slots=True)
+class Fetched:
+    """A job's answer once the query has run: its row count, and its rows decoded only
+    when read (``decode`` yields :data:`Columns` a batch at a time). The answer is held as
+    the backend returned it (Arrow arrays of integers for DuckDB), so a query whose rows
+    are counted, written or paged is not slowed by building every row as Python objects."""
+
+    action: EntityUID
+    rows: int
+    decode: Callable[[], Iterator[Columns]]
 
 
 @dataclass(slots=True)
@@ -78,23 +97,87 @@ class SqlStats:
         }
 
 
-@dataclass(slots=True)
 class SqlResult:
-    """A query's answer (``entries``; empty when it was written to ``output``)."""
+    """A query's answer. Its entries are built as they are read (``entries`` keeps them,
+    ``iter_entries`` streams them), like the in-process ``QueryResult``; with ``output``
+    the rows went to that file and there are none to read."""
 
-    kind: str
-    entries: list[SqlEntry] = field(default_factory=list)
-    fallbacks: list[Fallback] = field(default_factory=list)
-    stats: SqlStats = field(default_factory=SqlStats)
-    output: str | None = None
+    __slots__ = (
+        "_built",
+        "_fetched",
+        "_policy_ids",
+        "_reasons",
+        "fallbacks",
+        "kind",
+        "output",
+        "stats",
+    )
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.fallbacks: list[Fallback] = []
+        self.stats = SqlStats()
+        self.output: str | None = None
+        self._fetched: list[Fetched] = []
+        self._reasons = False
+        self._policy_ids: list[str] = []
+        self._built: list[SqlEntry] | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"SqlResult(kind={self.kind!r}, rows={self.stats.rows}, complete={self.complete}, "
+            f"output={self.output!r})"
+        )
 
     @property
     def complete(self) -> bool:
         """No entry is conditional (every policy ran in SQL or as a UDF)."""
         return not any(f.how == "conditional" for f in self.fallbacks)
 
+    @property
+    def entries(self) -> list[SqlEntry]:
+        """Every entry, in order (built on first read, then kept)."""
+        if self._built is None:
+            self._built = list(self.iter_entries())
+        return self._built
+
+    def iter_entries(self) -> Iterator[SqlEntry]:
+        """The entries in order, a fetched batch at a time (none kept)."""
+        if self._built is not None:
+            yield from self._built
+            return
+        new = tuple.__new__
+        none: tuple[str, ...] = ()
+        ids = self._policy_ids
+        for f in self._fetched:
+            a = f.action
+            for ps, rs, ds, why, res in f.decode():
+                if not self._reasons or why is None or res is None:
+                    yield from [
+                        new(SqlEntry, (p, a, r, d, none, none))
+                        for p, r, d in zip(ps, rs, ds, strict=True)
+                    ]
+                    continue
+                yield from [
+                    new(
+                        SqlEntry,
+                        (
+                            p,
+                            a,
+                            r,
+                            d,
+                            tuple(sorted({ids[i] for i in w})) if w else none,
+                            tuple(sorted({ids[i] for i in x})) if x else none,
+                        ),
+                    )
+                    for p, r, d, w, x in zip(ps, rs, ds, why, res, strict=True)
+                ]
+
+    def __iter__(self) -> Iterator[SqlEntry]:
+        return self.iter_entries()
+
     def triples(self) -> Iterator[tuple[EntityUID, EntityUID, EntityUID]]:
-        for e in self.entries:
+        for e in self.iter_entries():
             if e.decision == "allow":
                 yield e.triple
 
@@ -147,9 +230,8 @@ class Runner(Protocol):
     """The runner orders a job's integer pairs and drops repeated ones itself
     (``Job.sorted_dups``): no grouping and no ``ORDER BY`` in SQL."""
 
-    def rows(self, job: Job, reasons: bool) -> list[tuple[Any, ...]]:
-        """Decoded rows: principal, action, resource (EntityUIDs), decision and, with
-        ``reasons``, the reason and residual policy index lists."""
+    def rows(self, job: Job, reasons: bool) -> Fetched:
+        """Runs the job's query; its rows are decoded when read (see :class:`Fetched`)."""
         ...
 
     def write(self, jobs: Sequence[Job], target: str | Path, fmt: Format, reasons: bool) -> int:
@@ -219,15 +301,9 @@ class SqlEngine:
         ).from_(alias(exp.Subquery(this=dq), "d"), copy=False)
         if reasons:
             sel = sel.select(col("reasons", "d"), col("residuals", "d"), append=True, copy=False)
-        sel = sel.join(
-            alias(exp.to_table("polang_uid"), "pu"),
-            on=exp.EQ(this=col("eid", "pu"), expression=col("p", "d")),
-            copy=False,
-        ).join(
-            alias(exp.to_table("polang_uid"), "ru"),
-            on=exp.EQ(this=col("eid", "ru"), expression=col("r", "d")),
-            copy=False,
-        )
+        for side in ("p", "r"):
+            u = f"{side}u"
+            join(sel, table("polang_uid", u), exp.EQ(this=col("eid", u), expression=col(side, "d")))
         return sel.order_by(col("r", "d"), col("p", "d"))
 
     def action_sql(
@@ -341,22 +417,6 @@ class SqlEngine:
             self._set_context(ctx)
         return ctx
 
-    def _entries(self, rows: list[tuple[Any, ...]], reasons: bool) -> list[SqlEntry]:
-        if not reasons:
-            return [SqlEntry(p, a, r, d) for p, a, r, d in rows]
-        ids = self.policy_ids
-        return [
-            SqlEntry(
-                p,
-                a,
-                r,
-                d,
-                tuple(sorted({ids[i] for i in rs or ()})),
-                tuple(sorted({ids[i] for i in res or ()})),
-            )
-            for p, a, r, d, rs, res in rows
-        ]
-
     def _run(
         self,
         kind: str,
@@ -383,9 +443,12 @@ class SqlEngine:
             res.stats.rows = self.runner.write(todo, output, fmt, reasons)
             res.output = str(output)
         else:
+            res._reasons = reasons
+            res._policy_ids = self.policy_ids
             for job in todo:
-                res.entries.extend(self._entries(self.runner.rows(job, reasons), reasons))
-            res.stats.rows = len(res.entries)
+                got = self.runner.rows(job, reasons)
+                res._fetched.append(got)
+                res.stats.rows += got.rows
         res.stats.elapsed_s = time.perf_counter() - t0
         return res
 

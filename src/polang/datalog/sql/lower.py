@@ -118,6 +118,33 @@ def col(name: str, table: str) -> exp.Column:
     return exp.column(name, table=table, quoted=False)
 
 
+def table(name: str, as_: str) -> exp.Expression:
+    """The table ``name`` under the alias ``as_``, built as nodes: ``exp.to_table`` parses
+    its text, and a what_can plans a few thousand tables."""
+    return alias(exp.Table(this=exp.to_identifier(name)), as_)
+
+
+def join(
+    sel: exp.Select,
+    target: exp.Expression,
+    on: exp.Expression | None = None,
+    *,
+    side: str | None = None,
+    kind: str | None = None,
+) -> exp.Select:
+    """``sel`` joined (in place) with ``target``: ``side="LEFT"``, ``kind="CROSS"``.
+    Built as nodes: ``Select.join`` parses its join type from text on every call."""
+    j = exp.Join(this=target)
+    if on is not None:
+        j.set("on", on)
+    if side:
+        j.set("side", side)
+    if kind:
+        j.set("kind", kind)
+    sel.append("joins", j)
+    return sel
+
+
 # ======================================================================== lowered values
 
 
@@ -841,7 +868,7 @@ def _anc_in(
     lhs: exp.Expression, target: exp.Expression, *, many: bool, fn: Funcs
 ) -> exp.Expression:
     """``lhs in target`` over the closure table (``target`` an eid, or a list of eids)."""
-    sub = exp.select("1").from_(alias(exp.to_table(ANC), "h"), copy=False)
+    sub = exp.select(exp.Literal.number(1)).from_(table(ANC, "h"), copy=False)
     cond = exp.EQ(this=col("eid", "h"), expression=lhs)
     if many:
         hit = fn.list_contains(target, col("aeid", "h"))
@@ -857,7 +884,7 @@ def _anc_in_const(lhs: exp.Expression, targets: list[exp.Expression], fn: Funcs)
     decorrelated on the (row, target) pairs, not on every member of every target."""
     if fn.duck and len(targets) == 1:
         return _anc_in(lhs, targets[0], many=False, fn=fn)
-    sub = exp.select(col("eid", "h")).from_(alias(exp.to_table(ANC), "h"), copy=False)
+    sub = exp.select(col("eid", "h")).from_(table(ANC, "h"), copy=False)
     if len(targets) == 1:
         sub = sub.where(exp.EQ(this=col("aeid", "h"), expression=targets[0]), copy=False)
     else:

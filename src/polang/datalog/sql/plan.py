@@ -36,9 +36,11 @@ from .lower import (
     alias,
     col,
     is_false,
+    join,
     land,
     num,
     read_program,
+    table,
 )
 from .types import Funcs
 
@@ -219,7 +221,7 @@ class Planner:
                 if len(ids) == 1:
                     joins.append(ids[0])
                     continue
-                sub = exp.select(col("eid", "h")).from_(alias(exp.to_table(ANC), "h"), copy=False)
+                sub = exp.select(col("eid", "h")).from_(table(ANC, "h"), copy=False)
                 sub = sub.where(exp.In(this=col("aeid", "h"), expressions=ids))
                 conds.append(exp.In(this=eid.copy(), query=exp.Subquery(this=sub)))
         return land(*conds), joins
@@ -336,60 +338,50 @@ class Planner:
             base = tables[etype].table
             joins = [(ja, d) for ja, d in b.join_defs.items() if d[0] == side]
             if not joins:
-                sides[side] = alias(exp.to_table(base), side)
+                sides[side] = table(base, side)
                 continue
             sub = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("b")))
-            sub = sub.from_(alias(exp.to_table(base), "b"), copy=False)
-            for ja, (_place, table, on) in joins:
+            sub = sub.from_(table(base, "b"), copy=False)
+            for ja, (_place, tname, on) in joins:
                 for c in sorted(b.join_cols[ja]):
                     sub = sub.select(alias(col(c, ja), f"{ja}__{c}"), append=True, copy=False)
-                sub = sub.join(
-                    alias(exp.to_table(table), ja),
-                    on=exp.EQ(this=col("eid", ja), expression=_inner(on, side)),
-                    join_type="left",
-                    copy=False,
+                join(
+                    sub,
+                    table(tname, ja),
+                    exp.EQ(this=col("eid", ja), expression=_inner(on, side)),
+                    side="LEFT",
                 )
             sides[side] = alias(exp.Subquery(this=sub), side)
         if candidates is None:
-            sel = (
-                exp.select(alias(col("eid", "r"), "r"), alias(col("eid", "p"), "p"))
-                .from_(sides["p"], copy=False)
-                .join(sides["r"], join_type="cross", copy=False)
+            sel = exp.select(alias(col("eid", "r"), "r"), alias(col("eid", "p"), "p")).from_(
+                sides["p"], copy=False
             )
+            join(sel, sides["r"], kind="CROSS")
         else:
-            sel = (
-                exp.select(alias(col("r", "x"), "r"), alias(col("p", "x"), "p"))
-                .from_(alias(exp.to_table(candidates), "x"), copy=False)
-                .join(
-                    sides["p"],
-                    on=exp.EQ(this=col("eid", "p"), expression=col("p", "x")),
-                    copy=False,
-                )
-                .join(
-                    sides["r"],
-                    on=exp.EQ(this=col("eid", "r"), expression=col("r", "x")),
-                    copy=False,
-                )
+            sel = exp.select(alias(col("r", "x"), "r"), alias(col("p", "x"), "p")).from_(
+                table(candidates, "x"), copy=False
             )
+            join(sel, sides["p"], exp.EQ(this=col("eid", "p"), expression=col("p", "x")))
+            join(sel, sides["r"], exp.EQ(this=col("eid", "r"), expression=col("r", "x")))
         if kind:
             sel = sel.select(alias(num(part.kind), "k"), append=True, copy=False)
         for i, (side, target) in enumerate(part.anc):
             s = f"s{i}"
-            sel = sel.join(
-                alias(exp.to_table(ANC), s),
-                on=land(
+            join(
+                sel,
+                table(ANC, s),
+                land(
                     exp.EQ(this=col("eid", s), expression=col("eid", side)),
                     exp.EQ(this=col("aeid", s), expression=target.copy()),
                 ),
-                copy=False,
             )
-        for ja, (place, table, on) in b.join_defs.items():
+        for ja, (place, tname, on) in b.join_defs.items():
             if place == "top":
-                sel = sel.join(
-                    alias(exp.to_table(table), ja),
-                    on=exp.EQ(this=col("eid", ja), expression=on.copy()),
-                    join_type="left",
-                    copy=False,
+                join(
+                    sel,
+                    table(tname, ja),
+                    exp.EQ(this=col("eid", ja), expression=on.copy()),
+                    side="LEFT",
                 )
         return sel.where(part.where.copy(), copy=False)
 
@@ -609,7 +601,7 @@ def decision_query(
     )
     sel = (
         exp.select(*out_cols)
-        .from_(alias(exp.to_table(PERMITTED), "d"), copy=False)
+        .from_(table(PERMITTED, "d"), copy=False)
         .where(exp.not_(exp.Exists(this=hit)), copy=False)
     )
     cte = exp.CTE(this=perm, alias=exp.TableAlias(this=exp.to_identifier(PERMITTED)))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from polang.language.schema import Schema
 from polang.language.values import EntityUID
 
 from .duck import _actions, connect, load_entities
-from .engine import KEYS, Format, Job, SqlEngine
+from .engine import KEYS, Columns, Fetched, Format, Job, SqlEngine
 from .lower import ANC, Layout
 from .plan import Population, is_action_type
 from .tables import SqlError
@@ -176,21 +176,23 @@ class SparkRunner:
             self.spark.catalog.dropTempView(k.view)
             k.frame.unpersist()
 
-    def rows(self, job: Job, reasons: bool) -> list[tuple[Any, ...]]:
-        out: list[tuple[Any, ...]] = []
+    def rows(self, job: Job, reasons: bool) -> Fetched:
         df, kept = self.frame(job.text_sql)
         try:
             got = df.collect()
         finally:
             self.release(kept)
-        for row in got:
-            p = EntityUID(row["principal_type"], row["principal_id"])
-            r = EntityUID(row["resource_type"], row["resource_id"])
+
+        def decode() -> Iterator[Columns]:
+            ps = [EntityUID(r["principal_type"], r["principal_id"]) for r in got]
+            rs = [EntityUID(r["resource_type"], r["resource_id"]) for r in got]
+            ds = [r["decision"] for r in got]
             if reasons:
-                out.append((p, job.action, r, row["decision"], row["reasons"], row["residuals"]))
+                yield ps, rs, ds, [r["reasons"] for r in got], [r["residuals"] for r in got]
             else:
-                out.append((p, job.action, r, row["decision"]))
-        return out
+                yield ps, rs, ds, None, None
+
+        return Fetched(job.action, len(got), decode)
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in self.spark.sql(sql).collect()]
