@@ -401,7 +401,9 @@ def test_pairs_ordered_once_and_ids_compacted(wide: bool) -> None:
     r = rng.integers(7, hi, 20_000).astype(np.int32)
     p = rng.integers(11, hi, 20_000).astype(np.int32)
     r, p = np.concatenate([r, r[:999], r[5:50]]), np.concatenate([p, p[:999], p[5:50]])
-    got_r, got_p = _sorted_unique(r, p)
+    fetched = [r, p]
+    got_r, got_p = _sorted_unique(fetched)
+    assert fetched == []  # emptied: the caller holds no copy through the sort
     want = sorted(set(zip(r.tolist(), p.tolist(), strict=True)))
     assert list(zip(got_r.tolist(), got_p.tolist(), strict=True)) == want
     assert got_r.dtype == np.int32 and got_p.dtype == np.int32

@@ -80,20 +80,27 @@ def _type_column(eids: Any, codes: Any, names: Any, zeros: Any) -> Any:
     return pa.DictionaryArray.from_arrays(pa.array(codes[eids]), names)
 
 
-def _sorted_unique(r: Any, p: Any) -> tuple[Any, Any]:
+def _sorted_unique(pairs: list[Any]) -> tuple[Any, Any]:
     """The pairs ``(r, p)`` ordered by ``r`` then ``p``, each once: one sort of a single
     integer key ``(r - r0) * width + (p - p0)`` (32 bits when the pairs' span fits; NumPy
-    sorts those with SIMD, far faster than an ``ORDER BY`` of two columns)."""
+    sorts those with SIMD, far faster than an ``ORDER BY`` of two columns).
+
+    ``pairs`` is the list ``[r, p]``, emptied: the fetched arrays (with their repeats) are
+    freed as soon as the key is built, not held through the sort."""
     import numpy as np
 
+    p = pairs.pop()
+    r = pairs.pop()
     r0, p0 = int(r.min()), int(p.min())
     width = int(p.max()) - p0 + 1
     span = (int(r.max()) - r0 + 1) * width
     dt = np.int32 if span < (1 << 31) else np.int64
     key = r.astype(dt)
+    del r
     key -= r0
     key *= width
     key += p
+    del p
     key -= p0
     key.sort()
     keep = np.empty(len(key), dtype=bool)
@@ -217,8 +224,11 @@ class DuckRunner:
         thread without keeping an order), then ordered and made unique in NumPy
         (:func:`_sorted_unique`). A job holds one matrix batch, so at most ``batch_pairs``
         distinct pairs (and their repeats) are held at once."""
+        yield from self._ordered_batches(self._fetch_pairs(job))
+
+    def _fetch_pairs(self, job: Job) -> list[Any] | None:
+        """A ``sorted_dups`` job's pairs as fetched: unordered, repeats kept."""
         import numpy as np
-        import pyarrow as pa
 
         rs: list[Any] = []
         ps: list[Any] = []
@@ -233,11 +243,21 @@ class DuckRunner:
         finally:
             con.execute(f"SET preserve_insertion_order = {bool(before[0][0])}")
         if not rs:
-            return
-        r, p = np.concatenate(rs), np.concatenate(ps)
+            return None
+        pairs = [np.concatenate(rs)]
         rs.clear()
-        ps.clear()
-        r, p = _sorted_unique(r, p)
+        pairs.append(np.concatenate(ps))
+        return pairs
+
+    def _ordered_batches(self, pairs: list[Any] | None) -> Iterator[Any]:
+        """Fetched pairs ordered, each once, as the answer's record batches (the list is
+        emptied: see :func:`_sorted_unique`)."""
+        import numpy as np
+        import pyarrow as pa
+
+        if pairs is None:
+            return
+        r, p = _sorted_unique(pairs)
         allow = pa.array(["allow"], pa.string())
         step = self.batch_rows
         for i in range(0, len(r), step):
@@ -251,6 +271,28 @@ class DuckRunner:
                     ),
                 }
             )
+
+    def _written_batches(self, jobs: Sequence[Job]) -> Iterator[tuple[Any, EntityUID]]:
+        """Every job's batches, in order. When every job leaves its pairs to NumPy, the
+        next job's query runs in a thread while this one's pairs are sorted (DuckDB and
+        NumPy each keep a core busy: alone, each leaves one of two idle)."""
+        if len(jobs) < 2 or not all(j.sorted_dups for j in jobs):
+            for job in jobs:
+                for raw in self._batches(job):
+                    yield raw, job.action
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._uid_arrays()
+        with ThreadPoolExecutor(1, thread_name_prefix="polang-sql-fetch") as pool:
+            nxt = pool.submit(self._fetch_pairs, jobs[0])
+            for k, job in enumerate(jobs):
+                pairs = nxt.result()
+                if k + 1 < len(jobs):
+                    nxt = pool.submit(self._fetch_pairs, jobs[k + 1])
+                for raw in self._ordered_batches(pairs):
+                    yield raw, job.action
+                del pairs
 
     def rows(self, job: Job, reasons: bool) -> Fetched:
         batches = list(self._batches(job))
@@ -324,8 +366,9 @@ class DuckRunner:
 
     def write(self, jobs: Sequence[Job], target: str | Path, fmt: Format, reasons: bool) -> int:
         """Every job's rows to the file ``target``, a batch at a time: DuckDB computes the
-        next batch while a writer thread decodes and writes the last one (at most two
-        batches wait, so memory stays flat in the answer's size)."""
+        next batch (in a thread of its own, see :meth:`_written_batches`) while this thread
+        orders the last one's pairs and a writer thread decodes and writes the one before
+        (at most two record batches wait, so memory stays flat in the answer's size)."""
         path = Path(target)
         import queue
         import threading
@@ -382,12 +425,11 @@ class DuckRunner:
         thread = threading.Thread(target=writer_loop, name="polang-sql-writer", daemon=True)
         thread.start()
         try:
-            for job in jobs:
-                for raw in self._batches(job):
-                    if failed:
-                        break
-                    todo.put((raw, job.action))
-                    total += raw.num_rows
+            for raw, action in self._written_batches(jobs):
+                if failed:
+                    break
+                todo.put((raw, action))
+                total += raw.num_rows
         finally:
             todo.put(None)
             thread.join()

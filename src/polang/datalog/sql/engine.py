@@ -139,6 +139,7 @@ class SqlResult:
         """Every entry, in order (built on first read, then kept)."""
         if self._built is None:
             self._built = list(self.iter_entries())
+            self._fetched = []  # the entries hold the answer now
         return self._built
 
     def iter_entries(self) -> Iterator[SqlEntry]:
