@@ -38,7 +38,7 @@ KEYS = (
 """The key columns of an answer written to a file (then ``decision``, and with reasons
 ``reasons`` and ``residuals``)."""
 
-DEFAULT_BATCH_PAIRS = 50_000_000
+DEFAULT_BATCH_PAIRS = 25_000_000
 """A matrix batch covers at most this many (principal, resource) candidate pairs of one
 action (the upper bound of the distinct rows its aggregation or sort holds)."""
 
