@@ -177,6 +177,43 @@ def workload() -> tuple[Any, Authorizer, EntityFacts, RecordValue]:
     return schema, auth, facts, ctx
 
 
+def test_a_failed_fetch_ends_the_written_matrix(
+    workload: tuple[Any, Authorizer, EntityFacts, RecordValue],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The next batch is fetched in a thread while this one is sorted: an error there
+    reaches the caller as it was raised, after the threads have ended (no hang)."""
+    import threading
+
+    from polang.datalog.sql import duck
+    from polang.datalog.sql.tables import SqlError
+
+    schema, auth, facts, ctx = workload
+    real = duck.DuckRunner._fetch_pairs
+    seen: list[str] = []
+
+    def failing(self: Any, job: Any) -> Any:
+        seen.append(threading.current_thread().name)
+        if len(seen) == 3:
+            raise SqlError("the third batch failed")
+        return real(self, job)
+
+    monkeypatch.setattr(duck.DuckRunner, "_fetch_pairs", failing)
+    eng = DuckDBEngine(auth.program, facts, schema)
+    try:
+        with pytest.raises(SqlError, match="the third batch failed"):
+            eng.access_matrix(ctx, output=tmp_path / "m.parquet", batch_pairs=30_000)
+        assert len(seen) == 3 and all(n.startswith("polang-sql-fetch") for n in seen)
+        assert not [t for t in threading.enumerate() if t.name.startswith("polang-sql")]
+        # the engine still answers
+        monkeypatch.setattr(duck.DuckRunner, "_fetch_pairs", real)
+        res = eng.access_matrix(ctx, output=tmp_path / "m2.parquet", batch_pairs=30_000)
+        assert res.stats.rows == len(access_matrix(auth, facts, ctx, schema=schema).entries)
+    finally:
+        eng.close()
+
+
 def test_workload_matrix_rows_and_files(
     workload: tuple[Any, Authorizer, EntityFacts, RecordValue], tmp_path: Path
 ) -> None:
