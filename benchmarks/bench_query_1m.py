@@ -17,7 +17,8 @@ them, checks every value, numbers the uids and builds the closure in SQL), then
 action) medians over ``--queries`` each, with the process's peak RSS. A query's time is
 its answer held (counted, ready to stream or write); reading a ``what_can``'s every entry
 as Python objects is timed apart (``what_can_entries_read_*``) and with the query
-(``what_can_with_entries_max_s``).
+(``what_can_with_entries_max_s``), and so is taking it as a pyarrow Table
+(``what_can_to_arrow_max_s``).
 
 ``--matrix`` also writes the whole access matrix to ``DIR/matrix.parquet`` (time, rows,
 peak RSS: no entity is a Python object, so this is DuckDB's and the writer's memory).
@@ -283,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     results = []
     read = []  # building every what_can entry as Python objects, after the answer
+    arrow = []  # the same answer as a pyarrow Table (``to_arrow``)
     for a, d, u in picks:
         t0 = time.perf_counter()
         w = eng.who_can(a, d, ctx)
@@ -290,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         m = eng.what_can(u, None, ctx)
         what.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        m.to_arrow()
+        arrow.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         m_entries = m.entries
         read.append(time.perf_counter() - t0)
@@ -305,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     report["what_can_rows_max"] = max(what_rows)
     report["what_can_entries_read_median_s"] = round(statistics.median(read), 3)
     report["what_can_entries_read_max_s"] = round(max(read), 3)
+    report["what_can_to_arrow_max_s"] = round(max(arrow), 3)
     report["what_can_with_entries_max_s"] = round(
         max(x + y for x, y in zip(what, read, strict=True)), 3
     )

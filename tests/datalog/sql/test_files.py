@@ -93,7 +93,32 @@ def test_answers_are_held_and_read_as_asked(files: dict[str, Any]) -> None:
         assert repr(bare).startswith("SqlResult(kind='what_can', rows=")
     finally:
         eng.close()
-    # read after the connection closed
+    # read after the connection closed, as entries and as Arrow (decoded from the
+    # integers on DuckDB without reasons; from the entries' columns with them)
+    for r in (bare, with_reasons, res):
+        t = r.to_arrow()
+        assert t.num_rows == len(r) and t.schema.names[:7] == [
+            "principal_type",
+            "principal_id",
+            "action_type",
+            "action_id",
+            "resource_type",
+            "resource_id",
+            "decision",
+        ]
+        rows = t.to_pylist()
+        assert [
+            (
+                (
+                    EntityUID(x["principal_type"], x["principal_id"]),
+                    EntityUID(x["action_type"], x["action_id"]),
+                    EntityUID(x["resource_type"], x["resource_id"]),
+                ),
+                x["decision"],
+                tuple(x.get("reasons") or ()),
+            )
+            for x in rows
+        ] == [(e.triple, e.decision, e.reasons) for e in r.iter_entries()]
     got = [(x.triple, x.decision) for x in bare.entries]
     assert got == [(x.triple, x.decision) for x in with_reasons.entries] and got
     assert all(x.reasons for x in with_reasons.entries if x.decision == "allow")

@@ -59,6 +59,10 @@ def test_spark_and_duckdb_give_the_same_rows(spark: Any, tmp_path: Path) -> None
         s = se.access_matrix(ctx, reasons=True)
         assert d.entries, "the case should allow something"
         assert s.entries == d.entries
+        # as Arrow: Spark from its rows, DuckDB (over a store) decoded from the integers
+        s_bare, d_bare = se.access_matrix(ctx), duck.access_matrix(ctx)
+        assert s_bare.to_arrow().equals(d_bare.to_arrow()) and len(d_bare) > 0
+        assert s.to_arrow().equals(d.to_arrow())
         assert [f.to_dict() for f in s.fallbacks] == [f.to_dict() for f in d.fallbacks]
         view, doc, user = (
             EntityUID("Action", "view"),

@@ -22,7 +22,15 @@ from polang.language.entities import Entity
 from polang.language.schema import Schema
 from polang.language.values import EntityUID, RecordValue
 
-from .engine import DEFAULT_BATCH_PAIRS, KEYS, Columns, Fetched, Format, Job, SqlEngine
+from .engine import (
+    DEFAULT_BATCH_PAIRS,
+    Columns,
+    Fetched,
+    Format,
+    Job,
+    SqlEngine,
+    answer_schema,
+)
 from .lower import ANC, Layout
 from .plan import UDF_NAME, Population, is_action_type, read_program
 from .tables import SqlError, TableSpec, _Mismatch, convert, entity_uids, program_uids, table_spec
@@ -314,7 +322,11 @@ class DuckRunner:
                 else:
                     yield ps, rs, ds, None, None
 
-        return Fetched(job.action, n, decode)
+        def arrow() -> Iterator[Any]:
+            for b in batches:
+                yield self._decode(b, job.action, False, "jsonl")
+
+        return Fetched(job.action, n, decode, arrow)
 
     def _decode(self, batch: Any, action: EntityUID, reasons: bool, fmt: Format) -> Any:
         """A batch of eids as the answer's columns. For Parquet every column is a
@@ -440,15 +452,10 @@ class DuckRunner:
         return total
 
     def _write_empty(self, path: Path, fmt: Format, reasons: bool) -> None:
-        import pyarrow as pa
         import pyarrow.csv as pacsv
         import pyarrow.parquet as pq
 
-        fields = [(n, pa.string()) for n in (*KEYS, "decision")]
-        if reasons:
-            lt = pa.string() if fmt == "csv" else pa.list_(pa.string())
-            fields += [("reasons", lt), ("residuals", lt)]
-        table = pa.schema(fields).empty_table()
+        table = answer_schema(reasons, csv=fmt == "csv").empty_table()
         if fmt == "parquet":
             pq.write_table(table, str(path))
         elif fmt == "csv":
