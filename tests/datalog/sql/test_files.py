@@ -13,6 +13,7 @@ from polang.datalog.authorizer import Authorizer
 from polang.datalog.facts import EntityFacts
 from polang.datalog.query import access_matrix, what_can, who_can
 from polang.datalog.sql.duck import DuckDBFileEngine, connect
+from polang.datalog.sql.engine import KEYS
 from polang.datalog.sql.tables import SqlError
 from polang.language.entities import parse_context, parse_entities
 from polang.language.parser import parse_policies
@@ -97,15 +98,7 @@ def test_answers_are_held_and_read_as_asked(files: dict[str, Any]) -> None:
     # integers on DuckDB without reasons; from the entries' columns with them)
     for r in (bare, with_reasons, res):
         t = r.to_arrow()
-        assert t.num_rows == len(r) and t.schema.names[:7] == [
-            "principal_type",
-            "principal_id",
-            "action_type",
-            "action_id",
-            "resource_type",
-            "resource_id",
-            "decision",
-        ]
+        assert t.num_rows == len(r) and t.schema.names[:7] == [*KEYS, "decision"]
         rows = t.to_pylist()
         assert [
             (
