@@ -113,6 +113,11 @@ class SqlStats:
         }
 
 
+def _named(ids: list[str], indexes: list[int] | None) -> tuple[str, ...]:
+    """Policy indexes as their ids, each once, sorted (an entry's reasons or residuals)."""
+    return tuple(sorted({ids[i] for i in indexes})) if indexes else ()
+
+
 class SqlResult:
     """A query's answer. Its entries are built as they are read (``entries`` keeps them,
     ``iter_entries`` streams them), like the in-process ``QueryResult``; with ``output``
@@ -129,14 +134,16 @@ class SqlResult:
         "stats",
     )
 
-    def __init__(self, kind: str) -> None:
+    def __init__(
+        self, kind: str, *, reasons: bool = False, policy_ids: list[str] | None = None
+    ) -> None:
         self.kind = kind
         self.fallbacks: list[Fallback] = []
         self.stats = SqlStats()
         self.output: str | None = None
         self._fetched: list[Fetched] = []
-        self._reasons = False
-        self._policy_ids: list[str] = []
+        self._reasons = reasons
+        self._policy_ids = policy_ids or []
         self._built: list[SqlEntry] | None = None
 
     def __repr__(self) -> str:
@@ -182,8 +189,8 @@ class SqlResult:
                             a,
                             r,
                             d,
-                            tuple(sorted({ids[i] for i in w})) if w else none,
-                            tuple(sorted({ids[i] for i in x})) if x else none,
+                            _named(ids, w),
+                            _named(ids, x),
                         ),
                     )
                     for p, r, d, w, x in zip(ps, rs, ds, why, res, strict=True)
@@ -218,7 +225,7 @@ class SqlResult:
                 ]
                 if self._reasons:
                     for lists in (why, res):
-                        cols.append([sorted({ids[i] for i in x or ()}) for x in lists or ()])
+                        cols.append([_named(ids, x) for x in lists or ()])
                 batches.append(pa.record_batch(cols, schema=schema))
         return pa.Table.from_batches(batches, schema=schema)
 
@@ -472,7 +479,7 @@ class SqlEngine:
         reasons: bool,
     ) -> SqlResult:
         t0 = time.perf_counter()
-        res = SqlResult(kind)
+        res = SqlResult(kind, reasons=reasons, policy_ids=self.policy_ids)
         if output is not None and fmt not in FORMATS:
             raise SqlError(f"unknown output format {fmt!r}; known: {', '.join(FORMATS)}")
         todo: list[Job] = []
@@ -489,8 +496,6 @@ class SqlEngine:
             res.stats.rows = self.runner.write(todo, output, fmt, reasons)
             res.output = str(output)
         else:
-            res._reasons = reasons
-            res._policy_ids = self.policy_ids
             for job in todo:
                 got = self.runner.rows(job, reasons)
                 res._fetched.append(got)
