@@ -427,6 +427,33 @@ def test_a_generated_store_with_hierarchies_answers_as_single_calls(tmp_path: Pa
         assert errors > 0  # the comparison covered policies that error
 
 
+def test_resources_that_move_in_the_hierarchy_answer_as_single_calls(tmp_path: Path) -> None:
+    """A list view's resources laid one at a time over the principal: stored documents as
+    stored, moved to another folder, new ones with and without a folder, and one with the
+    principal's own uid (each decided over the facts its single call builds)."""
+    store, w = _workload_store(tmp_path)
+    docs = [e for e in w.entities if e["uid"]["type"] == "Document"][:30]
+    folders = [e["uid"] for e in w.entities if e["uid"]["type"] == "Folder"]
+    users = [e for e in w.entities if e["uid"]["type"] == "User"]
+    resources: list[dict[str, Any]] = []
+    for k, d in enumerate(docs):
+        resources.append(d)
+        resources.append({**d, "parents": [folders[(k * 7) % len(folders)]]})  # moved
+        new = {**d, "uid": {"type": "Document", "id": f"new-{k}"}}
+        resources.append({**new, "parents": [] if k % 2 else [folders[k % len(folders)]]})
+    with Engine({"ENGINE_POLICY_STORE_LOCAL_FN": str(store), **NO_NETWORK}) as engine:
+        engine.authorizer.backend.wait_generated(30)  # type: ignore[attr-defined]
+        for principal in users[:6]:
+            requests = [
+                {"action": 'Action::"view"', "resource": r, "context": w.requests[0]["context"]}
+                for r in [*resources, principal]
+            ]
+            batch = engine.authorize_unsigned_batch(requests, principal=principal)
+            for got, request in zip(batch, requests, strict=True):
+                same_as_single(got, single(engine, request, principal))
+        assert any(isinstance(r, AuthorizeResult) and r.decision for r in batch)
+
+
 def test_results_built_by_slots_equal_the_dataclass_constructors() -> None:
     """The engine fills the result classes' slots directly (speed): the same objects."""
     import dataclasses

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from polang._record import Record
 from polang.config import Config
-from polang.datalog.authorizer import Authorizer
-from polang.datalog.facts import EntityFacts, Request
+from polang.datalog.authorizer import Authorizer, Verdict
+from polang.datalog.facts import EntityFacts, EntitySlot, Request
 from polang.errors import (
     EntityError,
     PolangError,
@@ -1095,8 +1095,13 @@ class Engine:
             puid, pents = self._part(snap, principal, "principal")
             shared = (puid, pents, snap.facts.with_entities(pents))
         out: list[BatchResult] = []
-        todo: list[tuple[int, Request, EntityFacts]] = []
+        todo: list[_Decided] = []
         puid_i: EntityUID | None
+        verdict = snap.authorizer.verdict
+        slots = snap.authorizer.lookups_only
+        slot: EntitySlot | None = None  # the resource's place over ``slot_under``
+        slot_under: EntityFacts | None = None
+        facts: EntityFacts | None
         keys_ok = _UNSIGNED_KEYS.issuperset
         action_of = parts.action
         resource_of = parts.resource
@@ -1134,14 +1139,32 @@ class Engine:
                 if pents_i and rents and rents[0].uid == puid_i:
                     # the single call lays the principal over the resource: the same here
                     facts = snap.facts.with_entities([*rents, *pents_i])
+                elif slots and len(rents) == 1:
+                    if base is not slot_under:
+                        slot, slot_under = base.slot(), base
+                    assert slot is not None
+                    facts = None if slot.put(rents[0]) else base.with_entities(rents)
                 else:
                     facts = base.with_entities(rents)
             except PolangError as e:
                 out.append(BatchItemError(i, e))
                 continue
+            request = _new(Request)  # filled directly, as the single call does
+            _set_principal(request, puid_i)
+            _set_action(request, act)
+            _set_resource(request, ruid)
+            _set_context(request, ctx)
+            if facts is None:  # the resource is in the slot: decided there, taken out
+                assert slot is not None
+                try:
+                    decided = verdict(request, slot.facts)
+                finally:
+                    slot.take()
+            else:
+                decided = verdict(request, facts)
             out.append(_PENDING)
-            todo.append((i, Request(puid_i, act, ruid, ctx), facts))
-        return self._finish_batch(snap, started, out, todo, None)
+            todo.append((i, request, decided, None))
+        return self._finish_batch(snap, started, out, todo)
 
     def authorize_multi_issuer_batch(
         self,
@@ -1166,9 +1189,15 @@ class Engine:
         if tokens is not None:
             shared = parts.tokens(tokens)
         out: list[BatchResult] = []
-        todo: list[tuple[int, Request, EntityFacts]] = []
-        dropped: dict[int, ProcessedTokens] = {}
+        todo: list[_Decided] = []
         keys_ok = _MULTI_KEYS.issuperset
+        verdict = snap.authorizer.verdict
+        slots = snap.authorizer.lookups_only
+        slot: EntitySlot | None = None  # the resource's place over ``slot_under``
+        slot_under: EntityFacts | None = None
+        facts: EntityFacts | None
+        checked_action: EntityUID | None = None  # the last action and context checked
+        checked_context: Any = _PENDING
         action_of = parts.action
         resource_of = parts.resource
         # the context given, action, resource type and token set of the last request whose
@@ -1186,9 +1215,13 @@ class Engine:
                 if shared is None:
                     _check_token_list(_required(obj, "tokens"))
                 act = action_of(obj["action"] if "action" in obj else _required(obj, "action"))
-                self._check_multi_issuer_schema(snap, act)
+                if act is not checked_action:
+                    self._check_multi_issuer_schema(snap, act)
+                    checked_action = act
                 context = obj.get("context")
-                _check_no_tokens_key(context)
+                if context is not checked_context:
+                    _check_no_tokens_key(context)
+                    checked_context = context
                 ruid, rents = resource_of(obj)
                 processed, base = shared if shared is not None else parts.tokens(obj["tokens"])
                 if (  # a list view: the previous request's context, action, type and tokens
@@ -1207,41 +1240,55 @@ class Engine:
                     full = RecordValue(fields)
                     clean = parts.is_clean(None, act, ruid[0], ctx)
                     last = (context, act, ruid[0], processed, full) if clean else None
-                request = Request(None, act, ruid, full)
-                facts = base.with_entities(rents)
+                if slots and len(rents) == 1:
+                    if base is not slot_under:
+                        slot, slot_under = base.slot(), base
+                    assert slot is not None
+                    facts = None if slot.put(rents[0]) else base.with_entities(rents)
+                else:
+                    facts = base.with_entities(rents)
             except PolangError as e:
                 out.append(BatchItemError(i, e))
                 continue
+            request = _new(Request)  # filled directly, as the single call does
+            _set_principal(request, None)
+            _set_action(request, act)
+            _set_resource(request, ruid)
+            _set_context(request, full)
+            if facts is None:  # the resource is in the slot: decided there, taken out
+                assert slot is not None
+                try:
+                    decided = verdict(request, slot.facts)
+                finally:
+                    slot.take()
+            else:
+                decided = verdict(request, facts)
             out.append(_PENDING)
-            todo.append((i, request, facts))
-            dropped[i] = processed
-        return self._finish_batch(snap, started, out, todo, dropped)
+            todo.append((i, request, decided, processed))
+        return self._finish_batch(snap, started, out, todo)
 
     def _finish_batch(
         self,
         snap: _Snapshot,
         started: float,
         out: list[BatchResult],
-        todo: list[tuple[int, Request, EntityFacts]],
-        tokens: dict[int, ProcessedTokens] | None,
+        todo: list[_Decided],
     ) -> list[BatchResult]:
-        """Decide the prepared requests together and put each answer in its slot."""
-        verdicts = snap.authorizer.verdicts([t[1] for t in todo], [t[2] for t in todo])
+        """Put each decided request's answer in its slot (and its log entry)."""
         elapsed: int | None = None
         if self.logger.enabled and out:  # each request's share of the batch's time
             elapsed = int((time.perf_counter() - started) * 1e6 / len(out))
         if not self.logger.enabled:  # nothing to log: the answers only
-            for (i, _, _), (allow, reasons, errors), reserved in zip(
-                todo, verdicts, reserve_uuid7_many(len(todo)), strict=True
+            for (i, _, (allow, reasons, errors), processed), reserved in zip(
+                todo, reserve_uuid7_many(len(todo)), strict=True
             ):
-                dropped = None if tokens is None else list(tokens[i].dropped)
+                dropped = None if processed is None else list(processed.dropped)
                 out[i] = _new_result(allow, reserved, reasons, errors, dropped)
             return out
         # the decision log needs the ids' text now
-        for (i, request, _), (allow, reasons, errors), request_id in zip(
-            todo, verdicts, uuid7_many(len(todo)), strict=True
+        for (i, request, (allow, reasons, errors), processed), request_id in zip(
+            todo, uuid7_many(len(todo)), strict=True
         ):
-            processed = None if tokens is None else tokens[i]
             out[i] = self._result(
                 snap,
                 started,
@@ -1375,6 +1422,9 @@ class _Pending:
 
 
 _PENDING: Any = _Pending()
+
+_Decided = tuple[int, Request, Verdict, "ProcessedTokens | None"]
+"""A batch request decided: its index, request, verdict and token set (multi-issuer)."""
 
 
 def _batch_list(requests: Iterable[Mapping[str, Any]]) -> list[Any]:

@@ -177,3 +177,67 @@ def test_layers_equal_a_full_rebuild(
     for i in range(15):
         assert layered.ancestors_of(U(i)) == fresh.ancestors_of(U(i)), i
         assert layered.get(U(i)) == fresh.get(U(i))
+
+
+@settings(max_examples=80, deadline=None)
+@given(_edges, _edges, st.lists(st.tuples(st.integers(0, 12), st.booleans()), max_size=8))
+def test_a_slot_gives_what_with_entities_gives_and_takes_it_back(
+    base_edges: list[tuple[int, int]],
+    layer_edges: list[tuple[int, int]],
+    puts: list[tuple[int, bool]],
+) -> None:
+    """A batch's resources put in a slot one by one (over a layer, as a principal or a
+    token set is): each lookup equals the facts ``with_entities`` builds for the same
+    entity, a put that would change a closure is refused, and taking the entity out leaves
+    the facts as before (a replaced layer or store entity comes back)."""
+
+    def entities(edges: list[tuple[int, int]], ids: range) -> list[Entity]:
+        ps: dict[int, set[EntityUID]] = {i: set() for i in ids}
+        for a, b in edges:
+            if a in ps:
+                ps[a].add(U(b))
+        return [Entity(U(i), {"v": i}, parents=p) for i, p in ps.items()]
+
+    base = EntityFacts(entities(base_edges, range(0, 8)))
+    layer = base.with_entities(entities(layer_edges, range(6, 10)))
+    slot = layer.slot()
+    before = {i: (slot.facts.get(U(i)), slot.facts.ancestors_of(U(i))) for i in range(14)}
+    for k, (i, with_parent) in enumerate(puts):
+        old = layer.get(U(i))
+        parents = set(old.parents) if old is not None else set()
+        if with_parent:
+            parents.add(U((i + 1) % 14))
+        e = Entity(U(i), {"put": k}, parents=parents)
+        expected = layer.with_entities([e])
+        changes_closure = (old is None and bool(parents)) or (
+            old is not None and old.parents != parents
+        )
+        if not slot.put(e):
+            assert changes_closure
+            continue
+        assert not changes_closure
+        for j in range(14):
+            assert slot.facts.get(U(j)) == expected.get(U(j)), (i, j)
+            assert slot.facts.ancestors_of(U(j)) == expected.ancestors_of(U(j)), (i, j)
+        slot.take()
+        for j in range(14):
+            assert (slot.facts.get(U(j)), slot.facts.ancestors_of(U(j))) == before[j], (i, j)
+
+
+def test_a_slot_over_the_store_itself_and_over_a_large_layer() -> None:
+    """Without a layer the slot lies over the store; over a layer too large to merge it
+    looks through that layer (both as ``with_entities`` does)."""
+    store = EntityFacts([Entity(U(1), {"s": 1}, {U(2)}), Entity(U(2))])
+    slot = store.slot()
+    assert slot.put(Entity(U(1), {"s": 9}, {U(2)}))
+    assert slot.facts.get(U(1)).attrs == {"s": 9} and slot.facts.ancestors_of(U(1)) == {U(2)}
+    slot.take()
+    assert slot.facts.get(U(1)).attrs == {"s": 1} and store.get(U(1)).attrs == {"s": 1}
+    big = facts_module._MERGE_LAYERS_UP_TO + 1
+    layer = store.with_entities([Entity(U(100 + i), {"i": i}) for i in range(big)])
+    slot = layer.slot()
+    assert slot.facts._base is layer
+    assert slot.put(Entity(U(100), {"i": -1}))
+    assert slot.facts.get(U(100)).attrs == {"i": -1} and slot.facts.get(U(101)).attrs == {"i": 1}
+    slot.take()
+    assert slot.facts.get(U(100)).attrs == {"i": 0} and slot.facts.get(U(2)) == Entity(U(2))

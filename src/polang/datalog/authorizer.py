@@ -111,6 +111,9 @@ class Authorizer:
         self.program = lower_policies(self.policies.items())
         self.backend = make_backend(self.program, backend, background=background)
         self._outcome: Any = getattr(self.backend, "outcome", None)
+        self.lookups_only = self._outcome is not None
+        """Whether decisions read facts only by ``get`` and ``ancestors_of`` (the compiled
+        backend), so a batch may decide over an :class:`EntitySlot`."""
 
     def generate_in_background(self) -> None:
         """Start the backend's background code generation, if it has one."""

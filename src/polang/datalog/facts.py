@@ -345,6 +345,10 @@ class EntityFacts:
         out.ancestors_of = ancestors_of
         return out
 
+    def slot(self) -> EntitySlot:
+        """An :class:`EntitySlot` over these facts (a batch's per-request entity)."""
+        return EntitySlot(self)
+
     # -- as Datalog facts (pydatalog backend, traces, bulk queries) ---------------------
 
     def parent_facts(self) -> Iterator[tuple[EntityUID, EntityUID]]:
@@ -357,6 +361,71 @@ class EntityFacts:
             yield (e.uid, e.uid)
             for a in self.ancestors_of(e.uid):
                 yield (e.uid, a)
+
+
+_ABSENT: Any = object()
+
+
+class EntitySlot:
+    """Facts with room for one request entity at a time: a batch puts each resource in,
+    decides over :attr:`facts` and takes it out again, instead of building facts per
+    request (the ones :meth:`EntityFacts.with_entities` gives for the same entity).
+
+    Only for readers of ``facts.get`` and ``facts.ancestors_of`` (the compiled backend):
+    the layer changes under :attr:`facts`, so nothing derived from it (``entities``,
+    ``ancestors``, ``graph``) may be built or kept while it is in use. Private to one
+    call: not thread-safe.
+    """
+
+    __slots__ = ("_own", "_prev", "_uid", "facts")
+
+    def __init__(self, under: EntityFacts) -> None:
+        below = under._base
+        own = _Overlay()
+        if below is not None and len(under._extra) <= _MERGE_LAYERS_UP_TO:
+            own.update(under._extra)  # one layer over the base below, as ``_laid`` does
+            own.base = below.get
+        else:
+            below = under
+            own.base = under.get
+        out = EntityFacts.__new__(EntityFacts)
+        out._base = below
+        out._extra = own
+        out._entities = None
+        out._ancestors = None
+        out._graph = None
+        out.get = own.__getitem__
+        out.ancestors_of = under.ancestors_of
+        self.facts = out
+        self._own = own
+        self._uid: EntityUID | None = None
+        self._prev: Any = _ABSENT
+
+    def put(self, entity: Entity) -> bool:
+        """Lay ``entity`` over the facts, if that leaves every closure as it is (a new
+        entity without parents, or a replacement keeping its parents); else ``False``
+        and nothing changes (the caller uses :meth:`EntityFacts.with_entities`)."""
+        uid = entity.uid
+        own = self._own
+        old = own[uid]
+        if old is None:
+            if entity.parents:
+                return False
+        elif old.parents != entity.parents:
+            return False
+        self._prev = own.get(uid, _ABSENT)  # dict.get: the layer's own entry, not below
+        own[uid] = entity
+        self._uid = uid
+        return True
+
+    def take(self) -> None:
+        """Take the entity :meth:`put` laid out again (what the layer had comes back)."""
+        prev = self._prev
+        if prev is _ABSENT:
+            del self._own[self._uid]
+        else:
+            self._own[self._uid] = prev
+            self._prev = _ABSENT
 
 
 class Request(Record):
