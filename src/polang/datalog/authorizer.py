@@ -163,20 +163,6 @@ class Authorizer:
             return allow, list(reasons), []
         return allow, list(reasons), _error_dicts(errored, errs)
 
-    def verdicts(self, requests: Sequence[Request], facts: Sequence[EntityFacts]) -> list[Verdict]:
-        """:meth:`verdict` of each request over its facts (the engine's batches)."""
-        outcome = self._outcome
-        if outcome is None:
-            return [
-                (d.allow, d.reasons, [e.to_dict() for e in d.errors])
-                for d in self.decide_batch(requests, facts)
-            ]
-        out: list[Verdict] = []
-        for request, fx in zip(requests, facts, strict=True):
-            allow, reasons, errored, errs = outcome(request, fx)
-            out.append((allow, list(reasons), _error_dicts(errored, errs) if errored else []))
-        return out
-
 
 Verdict = tuple[bool, list[str], list[dict[str, str]]]
 """``(allow, reasons, errors as dicts)``: :meth:`Authorizer.verdict`."""
