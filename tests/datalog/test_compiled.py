@@ -200,6 +200,45 @@ def test_indexed_selection_decides_as_every_scope_checked(seed: int) -> None:
         assert set(fast.reasons) <= in_scope
 
 
+def test_pairs_that_allow_the_same_policies_share_one_runnable_list() -> None:
+    """The runnable list (and its memo of combined decisions) is kept per set of policies
+    a principal and a resource both allow, not per pair: principals in different groups
+    asking for a resource outside every indexed folder share one list."""
+    from polang.language.entities import Entity
+
+    text = """
+    permit(principal in G::"a", action, resource in F::"x");
+    permit(principal in G::"b", action, resource in F::"y");
+    permit(principal, action, resource) when { context.ok };
+    """
+    program = lower_policies((f"policy{i}", p) for i, p in enumerate(parse_policies(text)))
+    backend = CompiledBackend(program)
+    g, f = EntityUID("G", "a"), EntityUID("F", "x")
+    users = {
+        "u1": [g],
+        "u2": [EntityUID("G", "b")],
+        "u3": [g, EntityUID("G", "b")],
+    }
+    facts = EntityFacts(
+        [Entity(EntityUID("U", u), {}, frozenset(ps)) for u, ps in users.items()]
+        + [Entity(EntityUID("D", "in-x"), {}, frozenset([f])), Entity(EntityUID("D", "out"))]
+    )
+    action = EntityUID("Action", "read")
+    plan = backend._plan(action, facts.ancestors_of(action))
+    ctx = RecordValue({"ok": True})
+    lists = {
+        u: plan.select(Request(EntityUID("U", u), action, EntityUID("D", "out"), ctx), facts)
+        for u in users
+    }
+    assert lists["u1"] is lists["u2"] is lists["u3"]
+    assert [sorted(pids) for _, pids in lists["u1"]] == [["policy2"]]
+    inside = plan.select(Request(EntityUID("U", "u1"), action, EntityUID("D", "in-x"), ctx), facts)
+    assert [sorted(pids) for _, pids in inside] == [["policy0"], ["policy2"]]
+    for u in users:
+        d = backend.decide(Request(EntityUID("U", u), action, EntityUID("D", "out"), ctx), facts)
+        assert (d.allow, d.reasons) == (True, ["policy2"])
+
+
 TRICKY = [
     "permit(principal, action, resource) when { principal.flag == 1 };",  # Bool vs Long
     "permit(principal, action, resource) when { principal.n == 1 };",

@@ -926,15 +926,14 @@ _NO_RUN: RunFn = _no_run
 
 
 _Dim = tuple[
-    frozenset[int],  # positions that do not mention the variable
-    frozenset[int],  # positions that mention it with no index key
-    dict[Any, set[int]],  # by `== E`
-    dict[Any, set[int]],  # by `in E` (and each member of `in [..]`)
-    dict[str, set[int]],  # by `is T`
+    int,  # positions that do not mention the variable
+    int,  # positions that mention it with no index key
+    dict[Any, int],  # by `== E`
+    dict[Any, int],  # by `in E` (and each member of `in [..]`)
+    dict[str, int],  # by `is T`
 ]
-
-
-_NO_POSITIONS: frozenset[int] = frozenset()
+"""One dimension's index; each set of candidate positions is an ``int`` with bit ``i`` set
+for position ``i`` (a union or intersection is one C operation on a few machine words)."""
 
 _ERRORED: Any = object()
 """A candidate's outcome in a memo key: it raised an error or gave a non-Bool value."""
@@ -960,10 +959,12 @@ class _Plan:
 
     ``select`` answers a request from two caches: per dimension, the candidate positions
     of a request value (valid while the facts give that value the same ancestor set, an
-    identity check), and per pair of position sets the runnable list. Both are bounded.
+    identity check), and per set of positions both dimensions allow the runnable list.
+    Many principal and resource pairs allow the same few policies, so they share one
+    runnable list and its memo of combined decisions. Both caches are bounded.
     """
 
-    __slots__ = ("_dim_cache", "_pairs", "dims", "effect_facts", "policies")
+    __slots__ = ("_dim_cache", "_runnables", "dims", "effect_facts", "policies")
 
     MAX_CACHE = 50_000
 
@@ -974,29 +975,32 @@ class _Plan:
         )
         self.dims: list[_Dim] = []
         for var in ("principal", "resource"):
-            absent: set[int] = set()
-            bound: set[int] = set()
-            eq: dict[Any, set[int]] = {}
-            in_: dict[Any, set[int]] = {}
-            by_type: dict[str, set[int]] = {}
+            absent = bound = 0
+            eq: dict[Any, int] = {}
+            in_: dict[Any, int] = {}
+            by_type: dict[str, int] = {}
             for pos, cp in enumerate(policies):
+                bit = 1 << pos
                 key = cp.keys.keys.get(var)
                 if key is None:
-                    (bound if var in cp.keys.bound else absent).add(pos)
+                    if var in cp.keys.bound:
+                        bound |= bit
+                    else:
+                        absent |= bit
                 elif key[0] == "eq":
-                    eq.setdefault(key[1], set()).add(pos)
+                    eq[key[1]] = eq.get(key[1], 0) | bit
                 elif key[0] == "in":
-                    in_.setdefault(key[1], set()).add(pos)
+                    in_[key[1]] = in_.get(key[1], 0) | bit
                 elif key[0] == "in_any":
                     for c in key[1]:
-                        in_.setdefault(c, set()).add(pos)
+                        in_[c] = in_.get(c, 0) | bit
                 else:
-                    by_type.setdefault(key[1], set()).add(pos)
-            self.dims.append((frozenset(absent), frozenset(bound), eq, in_, by_type))
-        self._dim_cache: list[dict[Any, tuple[frozenset[EntityUID], frozenset[int]]]] = [{}, {}]
-        self._pairs: dict[tuple[frozenset[int], frozenset[int]], _Runnable] = {}
+                    by_type[key[1]] = by_type.get(key[1], 0) | bit
+            self.dims.append((absent, bound, eq, in_, by_type))
+        self._dim_cache: list[dict[Any, tuple[frozenset[EntityUID], int]]] = [{}, {}]
+        self._runnables: dict[int, _Runnable] = {}
 
-    def _positions(self, d: int, v: EntityUID | None, facts: EntityFacts) -> frozenset[int]:
+    def _positions(self, d: int, v: EntityUID | None, facts: EntityFacts) -> int:
         absent, bound, eq, in_, by_type = self.dims[d]
         if v is None:
             return absent
@@ -1005,19 +1009,16 @@ class _Plan:
         hit = cache.get(v)
         if hit is not None and hit[0] is anc:
             return hit[1]
-        out = set(absent)
-        out |= bound
-        out |= by_type.get(v.type, _NO_POSITIONS)
-        out |= eq.get(v, _NO_POSITIONS)
+        out = absent | bound | by_type.get(v.type, 0) | eq.get(v, 0)
         if in_:
-            out |= in_.get(v, _NO_POSITIONS)
+            get = in_.get
+            out |= get(v, 0)
             for a in anc:
-                out |= in_.get(a, _NO_POSITIONS)
-        result = frozenset(out)
+                out |= get(a, 0)
         if len(cache) >= self.MAX_CACHE:
             cache.clear()
-        cache[v] = (anc, result)
-        return result
+        cache[v] = (anc, out)
+        return out
 
     def select(self, request: Request, facts: EntityFacts) -> _Runnable:
         """The candidates whose indexed keys hold, as ``(run, policy ids)``: policies with
@@ -1033,19 +1034,22 @@ class _Plan:
         r = request.resource
         hit = self._dim_cache[1].get(r)
         rs = hit[1] if hit is not None and hit[0] is anc_of(r) else self._positions(1, r, facts)
-        pair = (ps, rs)
-        out = self._pairs.get(pair)
+        both = ps & rs
+        out = self._runnables.get(both)
         if out is None:
             pols = self.policies
             groups: dict[RunFn, list[str]] = {}
-            for i in sorted(ps & rs):
-                cp = pols[i]
+            rest = both
+            while rest:  # the positions in order, lowest bit first
+                low = rest & -rest
+                cp = pols[low.bit_length() - 1]
                 groups.setdefault(cp.run, []).append(cp.info.policy_id)
+                rest ^= low
             out = _Runnable((run, frozenset(pids)) for run, pids in groups.items())
             out.memo = {}
-            if len(self._pairs) >= self.MAX_CACHE:
-                self._pairs.clear()
-            self._pairs[pair] = out
+            if len(self._runnables) >= self.MAX_CACHE:
+                self._runnables.clear()
+            self._runnables[both] = out
         return out
 
 
