@@ -1005,6 +1005,28 @@ def test_reserved_ids_interleave_in_order_with_text_ids(counter_bits: int) -> No
         assert u.version == 7 and u.variant == uuid.RFC_4122 and str(u) == s
 
 
+@pytest.mark.parametrize("room", [0, 1, 2, 5, 40])
+def test_reserve_many_numbers_ids_as_reserve_calls_do(room: int) -> None:
+    """A batch's ids take the clock and counter that as many ``reserve`` calls would,
+    also when the counter overflows inside the batch (``room`` ids before it does)."""
+    for n in range(2, 9):
+        one, many = (UUIDv7Generator(clock_ms=lambda: 77) for _ in range(2))
+        for gen in (one, many):
+            gen.reserve()
+            gen._counter = (1 << 42) - 1 - room
+        singles = [one.reserve() for _ in range(n)]
+        batch = many.reserve_many(n)
+        # the same milliseconds; the same counters up to an overflow (a new random start)
+        assert [b >> 74 for b in batch] == [b >> 74 for b in singles], n
+        same = min(room, n)
+        assert [b >> 32 for b in batch[:same]] == [b >> 32 for b in singles[:same]], n
+        assert batch == sorted(batch) and len(set(batch)) == n
+        if room >= n:
+            assert (one._last_ms, one._counter) == (many._last_ms, many._counter)
+        else:
+            assert many._last_ms == 78
+
+
 def test_reserved_ids_draw_fresh_random_tails_after_a_fork(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

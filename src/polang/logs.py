@@ -283,7 +283,18 @@ class UUIDv7Generator:
                 tails = self._refill_tails(n)
                 i = 0
             self._tail_pos = i + n
-            for k in range(i, i + n):
+            counter = self._counter + 1
+            if now > self._last_ms or counter >> 42:
+                self._advance_checked(now)
+                counter = self._counter
+            last = counter + n - 1
+            if not last >> 42:  # the usual case: the other ids continue the counter
+                self._counter = last
+                high = self._last_ms << 74
+                return [high | ((counter + k) << 32) | tails[i + k] for k in range(n)]
+            self._counter = counter
+            append((self._last_ms << 74) | (counter << 32) | tails[i])
+            for k in range(i + 1, i + n):  # the counter overflows within the batch
                 counter = self._counter + 1
                 if now > self._last_ms or counter >> 42:
                     self._advance_checked(now)
