@@ -185,6 +185,19 @@ _set_resource = _slot_setter(Request, "resource")
 _set_context = _slot_setter(Request, "context")
 
 
+def _request(
+    principal: EntityUID | None, action: EntityUID, resource: EntityUID, context: RecordValue
+) -> Request:
+    """``Request(...)`` with its slots filled directly (its ``__init__`` is a Python call
+    more, on the per-request path)."""
+    request = _new(Request)
+    _set_principal(request, principal)
+    _set_action(request, action)
+    _set_resource(request, resource)
+    _set_context(request, context)
+    return request
+
+
 def _new_result(
     allow: bool,
     request_id: str | int,
@@ -688,13 +701,7 @@ class Engine:
             parsed and (act, None if puid is None else puid[0], ruid[0]) in snap.clean_checks
         ):  # (the clean check kept per snapshot, looked up inline: once per request)
             self._check_parsed(snap, puid, act, ruid, ctx, parsed)
-        # the Request's slots filled directly (its __init__ is a Python call more)
-        request = _new(Request)
-        _set_principal(request, puid)
-        _set_action(request, act)
-        _set_resource(request, ruid)
-        _set_context(request, ctx)
-        return request, snap.facts.with_entities(request_entities)
+        return _request(puid, act, ruid, ctx), snap.facts.with_entities(request_entities)
 
     def _check_parsed(
         self,
@@ -1097,10 +1104,6 @@ class Engine:
         out: list[BatchResult] = []
         todo: list[_Decided] = []
         puid_i: EntityUID | None
-        verdict = snap.authorizer.verdict
-        slots = snap.authorizer.lookups_only
-        slot: EntitySlot | None = None  # the resource's place over ``slot_under``
-        slot_under: EntityFacts | None = None
         facts: EntityFacts | None
         keys_ok = _UNSIGNED_KEYS.issuperset
         action_of = parts.action
@@ -1139,29 +1142,13 @@ class Engine:
                 if pents_i and rents and rents[0].uid == puid_i:
                     # the single call lays the principal over the resource: the same here
                     facts = snap.facts.with_entities([*rents, *pents_i])
-                elif slots and len(rents) == 1:
-                    if base is not slot_under:
-                        slot, slot_under = base.slot(), base
-                    assert slot is not None
-                    facts = None if slot.put(rents[0]) else base.with_entities(rents)
                 else:
-                    facts = base.with_entities(rents)
+                    facts = parts.place(base, rents)
             except PolangError as e:
                 out.append(BatchItemError(i, e))
                 continue
-            request = _new(Request)  # filled directly, as the single call does
-            _set_principal(request, puid_i)
-            _set_action(request, act)
-            _set_resource(request, ruid)
-            _set_context(request, ctx)
-            if facts is None:  # the resource is in the slot: decided there, taken out
-                assert slot is not None
-                try:
-                    decided = verdict(request, slot.facts)
-                finally:
-                    slot.take()
-            else:
-                decided = verdict(request, facts)
+            request = _request(puid_i, act, ruid, ctx)
+            decided = parts.decide(request, facts)
             out.append(_PENDING)
             todo.append((i, request, decided, None))
         return self._finish_batch(snap, started, out, todo)
@@ -1191,10 +1178,6 @@ class Engine:
         out: list[BatchResult] = []
         todo: list[_Decided] = []
         keys_ok = _MULTI_KEYS.issuperset
-        verdict = snap.authorizer.verdict
-        slots = snap.authorizer.lookups_only
-        slot: EntitySlot | None = None  # the resource's place over ``slot_under``
-        slot_under: EntityFacts | None = None
         facts: EntityFacts | None
         checked_action: EntityUID | None = None  # the last action and context checked
         checked_context: Any = _PENDING
@@ -1240,29 +1223,12 @@ class Engine:
                     full = RecordValue(fields)
                     clean = parts.is_clean(None, act, ruid[0], ctx)
                     last = (context, act, ruid[0], processed, full) if clean else None
-                if slots and len(rents) == 1:
-                    if base is not slot_under:
-                        slot, slot_under = base.slot(), base
-                    assert slot is not None
-                    facts = None if slot.put(rents[0]) else base.with_entities(rents)
-                else:
-                    facts = base.with_entities(rents)
+                facts = parts.place(base, rents)
             except PolangError as e:
                 out.append(BatchItemError(i, e))
                 continue
-            request = _new(Request)  # filled directly, as the single call does
-            _set_principal(request, None)
-            _set_action(request, act)
-            _set_resource(request, ruid)
-            _set_context(request, full)
-            if facts is None:  # the resource is in the slot: decided there, taken out
-                assert slot is not None
-                try:
-                    decided = verdict(request, slot.facts)
-                finally:
-                    slot.take()
-            else:
-                decided = verdict(request, facts)
+            request = _request(None, act, ruid, full)
+            decided = parts.decide(request, facts)
             out.append(_PENDING)
             todo.append((i, request, decided, processed))
         return self._finish_batch(snap, started, out, todo)
@@ -1459,7 +1425,7 @@ def _required(obj: Mapping[str, Any], key: str) -> Any:
 class _BatchParts:
     """What the requests of one batch share, each worked out once: principals and token
     sets (by object), contexts (by object and action), clean schema checks (by the
-    request's types and context)."""
+    request's types and context), and the slot its resources are decided in."""
 
     __slots__ = (
         "_actions",
@@ -1468,8 +1434,12 @@ class _BatchParts:
         "_engine",
         "_plain",
         "_principals",
+        "_slot",
+        "_slot_under",
+        "_slots",
         "_snap",
         "_tokens",
+        "_verdict",
     )
 
     def __init__(self, engine: Engine, snap: _Snapshot) -> None:
@@ -1481,6 +1451,10 @@ class _BatchParts:
         self._checked: dict[tuple[Any, ...], RecordValue] = {}
         self._plain: dict[str, bool] = {}
         self._actions: dict[str, EntityUID] = {}
+        self._verdict = snap.authorizer.verdict
+        self._slots = snap.authorizer.lookups_only
+        self._slot: EntitySlot | None = None  # the resource's place over ``_slot_under``
+        self._slot_under: EntityFacts | None = None
 
     def action(self, value: Any) -> EntityUID:
         if type(value) is str:
@@ -1511,6 +1485,31 @@ class _BatchParts:
         if res is not None:
             return res.uid, [res]
         return self._engine._part(snap, value, "resource")
+
+    def place(self, base: EntityFacts, entities: list[Entity]) -> EntityFacts | None:
+        """The facts to decide a request over, with its resource's ``entities`` laid over
+        ``base``; ``None`` when the one entity is in the batch's slot (``EntitySlot``:
+        no facts object per resource) and :meth:`decide` must follow at once."""
+        if self._slots and len(entities) == 1:
+            slot = self._slot
+            if slot is None or base is not self._slot_under:
+                slot = self._slot = base.slot()
+                self._slot_under = base
+            if slot.put(entities[0]):
+                return None
+        return base.with_entities(entities)
+
+    def decide(self, request: Request, facts: EntityFacts | None) -> Verdict:
+        """The verdict over ``facts`` (as :meth:`place` gave them); the slot's entity is
+        taken out again."""
+        if facts is not None:
+            return self._verdict(request, facts)
+        slot = self._slot
+        assert slot is not None
+        try:
+            return self._verdict(request, slot.facts)
+        finally:
+            slot.take()
 
     def tokens(self, value: Any) -> tuple[ProcessedTokens, EntityFacts]:
         """A token list validated once per list object (its error too)."""

@@ -282,16 +282,9 @@ class EntityFacts:
             elif old.parents != e.parents:
                 return EntityFacts(self.entities.merged(extra))
         base_anc = self.ancestors_of
-        out = EntityFacts.__new__(EntityFacts)
-        out._base = self
-        out._extra = overlay
-        out._entities = None
-        out._ancestors = None
-        out._graph = None
-        out.get = _overlay(overlay, base_get)
+        out = _layered(self, overlay, _overlay(overlay, base_get), base_anc)
         if pending is None:
-            out.ancestors_of = base_anc  # nothing new under the hierarchy
-            return out
+            return out  # nothing new under the hierarchy
         # No base entity names a pending uid as a parent (checked above), so the base's
         # ancestor sets hold none of them: walk the pending ones, take the base's as is.
         own: dict[EntityUID, frozenset[EntityUID]] = {}
@@ -325,25 +318,17 @@ class EntityFacts:
         principal), the two layers' entities are merged into one over the base below:
         a lookup that misses the request's entities then costs one ``__missing__`` call,
         not one per layer (the merged dict is a handful of entities)."""
-        out = EntityFacts.__new__(EntityFacts)
         below = self._base
         if below is not None and len(self._extra) <= _MERGE_LAYERS_UP_TO:
             merged = self._extra.copy()
             merged.update(overlay)
             overlay = merged
             base_get = below.get
-            out._base = below
         else:
-            out._base = self
-        out._extra = overlay
-        out._entities = None
-        out._ancestors = None
-        out._graph = None
+            below = self
         lookup = _Overlay(overlay)
         lookup.base = base_get
-        out.get = lookup.__getitem__
-        out.ancestors_of = ancestors_of
-        return out
+        return _layered(below, overlay, lookup.__getitem__, ancestors_of)
 
     def slot(self) -> EntitySlot:
         """An :class:`EntitySlot` over these facts (a batch's per-request entity)."""
@@ -361,6 +346,25 @@ class EntityFacts:
             yield (e.uid, e.uid)
             for a in self.ancestors_of(e.uid):
                 yield (e.uid, a)
+
+
+def _layered(
+    base: EntityFacts,
+    extra: dict[EntityUID, Entity],
+    get: Callable[[EntityUID], Entity | None],
+    ancestors_of: Callable[[EntityUID], frozenset[EntityUID]],
+) -> EntityFacts:
+    """Facts of ``extra`` laid over ``base``, with these lookups (no ``__init__``: this
+    is per request); what is merged from them is built when asked for."""
+    out = EntityFacts.__new__(EntityFacts)
+    out._base = base
+    out._extra = extra
+    out._entities = None
+    out._ancestors = None
+    out._graph = None
+    out.get = get
+    out.ancestors_of = ancestors_of
+    return out
 
 
 _ABSENT: Any = object()
@@ -388,15 +392,7 @@ class EntitySlot:
         else:
             below = under
             own.base = under.get
-        out = EntityFacts.__new__(EntityFacts)
-        out._base = below
-        out._extra = own
-        out._entities = None
-        out._ancestors = None
-        out._graph = None
-        out.get = own.__getitem__
-        out.ancestors_of = under.ancestors_of
-        self.facts = out
+        self.facts = _layered(below, own, own.__getitem__, under.ancestors_of)
         self._own = own
         self._uid: EntityUID | None = None
         self._prev: Any = _ABSENT
