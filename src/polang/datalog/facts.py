@@ -255,7 +255,7 @@ class EntityFacts:
                 if (old_b is None and not b.parents) or (
                     old_b is not None and old_b.parents == b.parents
                 ):  # one entity, nothing new under the hierarchy: a batch's resource
-                    return self._laid(overlay, base_get, self.ancestors_of)
+                    return self._laid(overlay)
             else:
                 old_a = base_get(a.uid)
                 old_b = base_get(b.uid)
@@ -265,7 +265,7 @@ class EntityFacts:
                     and old_a.parents == a.parents
                     and old_b.parents == b.parents
                 ):  # both replace stored entities, keeping their parents: the common case
-                    return self._laid({a.uid: a, b.uid: b}, base_get, self.ancestors_of)
+                    return self._laid({a.uid: a, b.uid: b})
                 overlay = {a.uid: a, b.uid: b}
         else:
             overlay = {e.uid: e for e in extra}
@@ -306,29 +306,30 @@ class EntityFacts:
         out.ancestors_of = _overlay(own, base_anc)
         return out
 
-    def _laid(
-        self,
-        overlay: dict[EntityUID, Entity],
-        base_get: Callable[[EntityUID], Entity | None],
-        ancestors_of: Callable[[EntityUID], frozenset[EntityUID]],
-    ) -> EntityFacts:
-        """Facts with ``overlay`` over these, and this closure lookup.
-
-        Over facts that are themselves a layer (a token set's entities, a batch's
-        principal), the two layers' entities are merged into one over the base below:
-        a lookup that misses the request's entities then costs one ``__missing__`` call,
-        not one per layer (the merged dict is a handful of entities)."""
-        below = self._base
-        if below is not None and len(self._extra) <= _MERGE_LAYERS_UP_TO:
-            merged = self._extra.copy()
+    def _laid(self, overlay: dict[EntityUID, Entity]) -> EntityFacts:
+        """Facts with ``overlay`` over these, keeping this closure (the caller checked
+        the overlay changes no ancestor set)."""
+        below, carried = self._layer_below()
+        if carried is not None:
+            merged = carried.copy()
             merged.update(overlay)
             overlay = merged
-            base_get = below.get
-        else:
-            below = self
         lookup = _Overlay(overlay)
-        lookup.base = base_get
-        return _layered(below, overlay, lookup.__getitem__, ancestors_of)
+        lookup.base = below.get
+        return _layered(below, overlay, lookup.__getitem__, self.ancestors_of)
+
+    def _layer_below(self) -> tuple[EntityFacts, dict[EntityUID, Entity] | None]:
+        """Where a layer laid over these facts goes, and the entities it carries along.
+
+        Over facts that are themselves a small layer (a token set's entities, a batch's
+        principal), the two layers' entities are merged into one over the base below:
+        a lookup that misses the request's entities then costs one ``__missing__`` call,
+        not one per layer (the merged dict is a handful of entities). Otherwise the new
+        layer lies over these facts and carries nothing."""
+        below = self._base
+        if below is not None and len(self._extra) <= _MERGE_LAYERS_UP_TO:
+            return below, self._extra
+        return self, None
 
     def slot(self) -> EntitySlot:
         """An :class:`EntitySlot` over these facts (a batch's per-request entity)."""
@@ -384,14 +385,9 @@ class EntitySlot:
     __slots__ = ("_own", "_prev", "_uid", "facts")
 
     def __init__(self, under: EntityFacts) -> None:
-        below = under._base
-        own = _Overlay()
-        if below is not None and len(under._extra) <= _MERGE_LAYERS_UP_TO:
-            own.update(under._extra)  # one layer over the base below, as ``_laid`` does
-            own.base = below.get
-        else:
-            below = under
-            own.base = under.get
+        below, carried = under._layer_below()
+        own = _Overlay() if carried is None else _Overlay(carried)
+        own.base = below.get
         self.facts = _layered(below, own, own.__getitem__, under.ancestors_of)
         self._own = own
         self._uid: EntityUID | None = None
