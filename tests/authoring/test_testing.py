@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 from types import SimpleNamespace
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 import polang.authoring.testing as testing
+from inputs.helpers import guarded
 from polang.authoring.testing import (
     Coverage,
     PolicyTestError,
@@ -20,6 +22,7 @@ from polang.authoring.testing import (
 )
 from polang.datalog.authorizer import Authorizer
 from polang.datalog.explain import explain, scope_constraint_text
+from polang.inputs import files
 from polang.language.format import format_expr
 from polang.language.parser import parse_policies
 
@@ -314,3 +317,84 @@ def test_coverage_equals_an_independent_oracle(seed: int) -> None:
     table = cov.table(width=200)
     for pid in cov.never_applied:
         assert pid in table
+
+
+# -------------------------------------------------------------------- files that are not files
+
+#: names a test run may be given, and what the error must say about each
+NOT_FILES = {
+    "dev-zero": "a device: not a regular file",
+    "dev-urandom": "a device: not a regular file",
+    "fifo": "a FIFO (named pipe): not a regular file",
+    "directory": "a directory: not a regular file",
+    "missing": "cannot read: No such file",
+    "too-big": "more than 64 bytes (",
+}
+
+
+def _not_a_file(name: str, tmp: Path) -> Path:
+    if name.startswith("dev-"):
+        return Path("/dev/" + name[4:])
+    path = tmp / f"{name}.json"
+    if name == "fifo":
+        os.mkfifo(path)  # no writer: opening it for reading would wait forever
+    elif name == "directory":
+        path.mkdir()
+    elif name == "too-big":
+        path.write_text(" " * 64 + "[]")
+    return path
+
+
+@pytest.mark.parametrize("target", list(NOT_FILES))
+def test_a_test_files_entities_that_are_not_a_file_are_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str
+) -> None:
+    """``entities:`` naming /dev/zero was a MemoryError, a FIFO a hang: now the one bounded
+    reader's refusal, naming the test file, the entities file and the reason."""
+    bad = _not_a_file(target, tmp_path)
+    p = write(tmp_path, "t.polangtest.json", {**base_file(), "entities": str(bad)})
+    with monkeypatch.context() as m:
+        m.setattr(files, "MAX_INPUT_FILE_BYTES", 64)
+        with pytest.raises(PolicyTestError) as e:
+            guarded(lambda: run_tests([p]), bad)
+    assert str(e.value).startswith(f"{p}: entities {bad}: {NOT_FILES[target]}"), e.value
+    if target == "too-big":
+        assert "MAX_INPUT_FILE_BYTES" in str(e.value)
+    ok = write(tmp_path, "people.json", base_file()["entities"])
+    good = write(tmp_path, "u.polangtest.json", {**base_file(), "entities": ok.name})
+    assert guarded(lambda: run_tests([good])).ok  # a normal file still works
+
+
+@pytest.mark.parametrize("target", [t for t in NOT_FILES if t != "directory"])
+def test_a_test_file_that_is_not_a_file_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str
+) -> None:
+    """A path given to a run that is not a directory (searched) is read as a test file:
+    /dev/zero and FIFOs are refused, not waited on or read without end."""
+    monkeypatch.setattr(testing, "MAX_TEST_FILE_BYTES", 64)
+    bad = _not_a_file(target, tmp_path)
+    with pytest.raises(PolicyTestError) as e:
+        guarded(lambda: run_tests([bad]), bad)
+    if target == "missing":
+        assert str(e.value) == f"{bad}: no such file or directory"
+    else:
+        assert str(e.value).startswith(f"{bad}: {NOT_FILES[target]}"), e.value
+    if target == "too-big":
+        assert "MAX_TEST_FILE_BYTES" in str(e.value)
+
+
+@pytest.mark.parametrize("target", ["dev-zero", "fifo", "missing"])
+def test_a_test_files_store_that_is_not_a_file_is_an_error(tmp_path: Path, target: str) -> None:
+    """``store:`` goes through the store loader, which refuses the same names (a link named
+    like a legacy store file is followed to what it points at)."""
+    bad = _not_a_file(target, tmp_path)
+    store = tmp_path / "store.json"
+    if target == "dev-zero":
+        store.symlink_to(bad)
+    elif target == "fifo":
+        os.rename(bad, store)
+    p = write(tmp_path, "t.polangtest.json", {**base_file(), "store": str(store)})
+    with pytest.raises(PolicyTestError, match=rf"^{p}: store {store}: policy store") as e:
+        guarded(lambda: run_tests([p]), store)
+    reason = {"dev-zero": "a device", "fifo": "fifo", "missing": "no such file"}[target]
+    assert reason in str(e.value).lower()

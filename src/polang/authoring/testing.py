@@ -123,7 +123,7 @@ def find_test_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
         if path.is_dir():
             found = sorted(f for f in path.rglob("*") if f.is_file() and is_test_file(f.name))
             out.extend(found)
-        elif path.is_file():
+        elif path.exists():  # taken whatever it is: the reader says why it is refused
             out.append(path)
         else:
             raise PolicyTestError(f"{path}: no such file or directory")
@@ -134,19 +134,28 @@ def find_test_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
+def _read_file(
+    path: str | os.PathLike[str], where: str, limit: int | None = None, limit_name: str = ""
+) -> bytes:
+    """A file a test run names (a test file, a test file's ``entities:``): a regular file
+    through the one bounded reader (a link followed; a FIFO, a device or a directory
+    refused, never waited on or read without end), at most ``limit`` bytes
+    (``MAX_INPUT_FILE_BYTES`` unless given)."""
+    from polang.inputs import files
+
+    if limit is None:
+        limit, limit_name = files.MAX_INPUT_FILE_BYTES, "MAX_INPUT_FILE_BYTES"
+    try:
+        return files.read_regular_file(path, limit, limit_name)
+    except files.InputFileError as e:
+        raise PolicyTestError(f"{where}: {e.reason}") from None
+
+
 def _read_data(path: Path) -> Any:
     from polang.store.errors import Problems
     from polang.store.raw import load_json, load_yaml
 
-    try:
-        size = path.stat().st_size
-        if size > MAX_TEST_FILE_BYTES:
-            raise PolicyTestError(
-                f"{path}: {size} bytes exceed MAX_TEST_FILE_BYTES ({MAX_TEST_FILE_BYTES})"
-            )
-        raw = path.read_bytes()
-    except OSError as e:
-        raise PolicyTestError(f"{path}: cannot read: {e.strerror}") from None
+    raw = _read_file(path, str(path), MAX_TEST_FILE_BYTES, "MAX_TEST_FILE_BYTES")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -301,8 +310,10 @@ class CaseResult:
 
     def report(self, *, width: int = 100, color: bool = False) -> str:
         """A failure for people: what was expected, what happened and why."""
-        lines = [f"FAIL {self.case.name}  ({self.case.where})"]
-        lines.extend(f"  {f}" for f in self.failures)
+        from polang.language.values import printable
+
+        lines = [printable(f"FAIL {self.case.name}  ({self.case.where})")]
+        lines.extend("  " + printable(str(f)) for f in self.failures)
         if self.explanation is not None:
             text = self.explanation.render(width=width, color=color)
             lines.extend("  " + line for line in text.rstrip("\n").splitlines())
@@ -333,16 +344,14 @@ def _engine(tf: TestFile) -> Engine:
     except PolangError as e:
         raise PolicyTestError(f"{tf.path}: store {tf.store}: {e}") from None
     if tf.entities is not None:
+        if isinstance(tf.entities, str):
+            data: Any = _read_file(tf.entities, f"{tf.path}: entities {tf.entities}")
+            fname = tf.entities
+        else:
+            data = list(tf.entities)
+            fname = f"{tf.path}: entities"
         try:
-            if isinstance(tf.entities, str):
-                data: Any = Path(tf.entities).read_bytes()
-                fname = tf.entities
-            else:
-                data = list(tf.entities)
-                fname = f"{tf.path}: entities"
             extra = parse_entities(data, store.schema, filename=fname)
-        except OSError as e:
-            raise PolicyTestError(f"{tf.path}: entities {tf.entities}: {e.strerror}") from None
         except PolangError as e:
             raise PolicyTestError(f"{tf.path}: {e}") from None
         store = replace_record(store, default_entities=store.default_entities.merged(extra))
@@ -603,7 +612,11 @@ class Coverage:
         from rich.console import Console
         from rich.table import Table
 
-        t = Table(title=f"coverage of {self.store}: {self.percent}% ({self.cases} cases)")
+        from polang.language.values import printable
+
+        t = Table(
+            title=printable(f"coverage of {self.store}: {self.percent}% ({self.cases} cases)")
+        )
         for col in ("policy", "effect", "where"):
             t.add_column(col, overflow="fold")
         for col in ("in scope", "applied", "determining", "errored"):
@@ -612,9 +625,9 @@ class Coverage:
         for p in self.policies.values():
             clauses = " ".join(f"{c.true}/{c.false}" for c in p.clauses) or "-"
             t.add_row(
-                p.policy_id,
+                printable(p.policy_id),
                 p.effect,
-                p.where,
+                printable(p.where),
                 str(p.in_scope),
                 str(p.applied),
                 str(p.determining),
@@ -622,14 +635,19 @@ class Coverage:
                 clauses,
             )
         buf = io.StringIO()
-        console = Console(file=buf, width=width, no_color=True, highlight=False)
+        # ids and file names are text: no markup, no emoji codes, no control characters
+        console = Console(
+            file=buf, width=width, no_color=True, highlight=False, markup=False, emoji=False
+        )
         console.print(t)
         never = self.never_applied
         if never:
-            console.print("never applied: " + ", ".join(never))
+            console.print(printable("never applied: " + ", ".join(never)))
         for c, what in self.uncovered_clauses():
             console.print(
-                f"{c.where or c.policy_id}: {c.policy_id} clause {c.index} {what}: {c.text}"
+                printable(
+                    f"{c.where or c.policy_id}: {c.policy_id} clause {c.index} {what}: {c.text}"
+                )
             )
         return buf.getvalue()
 

@@ -7,7 +7,6 @@ starts with ``.``, and ``__MACOSX/``, are tooling noise and are ignored everywhe
 
 from __future__ import annotations
 
-import errno
 import importlib
 import os
 import re
@@ -17,6 +16,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from polang.config import Config
+from polang.inputs.files import NOT_REGULAR, InputFileError, describe_mode
+from polang.inputs.files import read_regular_file as read_file
 from polang.store.archive import MAX_ENTRIES, MAX_UNCOMPRESSED
 from polang.store.errors import Problems
 from polang.store.fields import Checker, is_version, jpath, listing, parse_utc, show
@@ -64,41 +65,18 @@ def is_ignored(path: str) -> bool:
     return any(p.startswith(".") or p == "__MACOSX" for p in path.split("/"))
 
 
-def _kind_of(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
-
-
-_OPEN_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_NOCTTY", 0)
-    | getattr(os, "O_BINARY", 0)
-)
+#: The store's problem kind for each reason ``polang.inputs`` gives for a file not read.
+_PROBLEM_KINDS = {"link": "unsafe_file", "not_regular": "unsafe_file", "too_large": "limit"}
 
 
 def read_named_file(
     path: str | os.PathLike[str], limit: int, limit_name: str = "MAX_UNCOMPRESSED"
 ) -> bytes:
-    """A file an operator names (a store file, a configuration file, local keys): the path
-    may be a symbolic link (resolved first: mounted secrets are links), the file must be
-    regular (a FIFO or a device is refused, never waited on) and at most ``limit`` bytes
-    (``StoreFileError`` otherwise, the limit called ``limit_name``)."""
-    try:
-        real = os.path.realpath(path)
-    except (OSError, ValueError) as e:
-        raise StoreFileError(
-            "source", f"cannot read: {getattr(e, 'strerror', None) or e}"
-        ) from None
-    return read_regular_file(real, limit, limit_name, only="not a regular file")
+    """A store file the caller names (``.parc``, a legacy file): the path may be a symbolic
+    link (followed: mounted stores are links), the file must be regular (a FIFO or a device
+    is refused, never waited on) and at most ``limit`` bytes (``StoreFileError``
+    otherwise, the limit called ``limit_name``)."""
+    return read_regular_file(path, limit, limit_name, only=NOT_REGULAR, follow_links=True)
 
 
 def read_regular_file(
@@ -106,48 +84,18 @@ def read_regular_file(
     limit: int,
     limit_name: str = "MAX_UNCOMPRESSED",
     only: str = "a store holds only regular files and folders",
+    *,
+    follow_links: bool = False,
 ) -> bytes:
     """The bytes of a regular file, at most ``limit`` of them (``StoreFileError`` otherwise).
 
-    Opened without following a link and without blocking, then checked on the open handle
-    (no race between a check and the open): a FIFO or a device never hangs the loader,
-    and a link is never followed out of the store.
+    The one bounded reader (``polang.inputs``), its refusals turned into store problem
+    kinds: inside a store a link is never followed and a FIFO or a device never opened.
     """
     try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except ValueError as e:  # a NUL byte in the name
-        raise StoreFileError("source", f"cannot read: {e}") from None
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise StoreFileError(
-                "unsafe_file", "a symbolic link: a store holds only regular files and folders"
-            ) from None
-        raise StoreFileError("source", f"cannot read: {e.strerror or e}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise StoreFileError(
-                "unsafe_file",
-                f"{_kind_of(st.st_mode)}: {only}",
-            )
-        too_big = StoreFileError("limit", f"more than {limit} bytes ({limit_name})")
-        if st.st_size > limit:
-            raise too_big
-        chunks: list[bytes] = []
-        got = 0
-        while True:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - got))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-            if got > limit:  # the file grew while it was read
-                raise too_big
-        return b"".join(chunks)
-    except OSError as e:
-        raise StoreFileError("source", f"cannot read: {e.strerror or e}") from None
-    finally:
-        os.close(fd)
+        return read_file(path, limit, limit_name, follow_links=follow_links, refusal=only)
+    except InputFileError as e:
+        raise StoreFileError(_PROBLEM_KINDS.get(e.kind, "source"), e.reason) from None
 
 
 class StoreFileError(Exception):
@@ -201,7 +149,7 @@ def read_directory(root: Path, *, problems: Problems) -> tuple[dict[str, bytes],
                 problems.add(
                     "unsafe_file",
                     rel,
-                    f"{_kind_of(mode)}: a store holds only regular files and folders",
+                    f"{describe_mode(mode)}: a store holds only regular files and folders",
                 )
                 continue
             try:
