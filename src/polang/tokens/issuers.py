@@ -6,6 +6,12 @@ cached (Cache-Control ``max-age``, else ``ENGINE_JWKS_REFRESH_INTERVAL``); a tok
 ``kid`` is unknown triggers at most one refetch per ``ENGINE_JWKS_MIN_REFRESH_INTERVAL``;
 a failed refresh keeps the last good keys. Issuers listed in ``ENGINE_LOCAL_JWKS`` use
 those keys and are never discovered.
+
+Every key is checked when its JWKS is read (:func:`parse_jwks`): weak, absurd or unusable
+keys (short or huge RSA moduli, bad exponents, curves that do not match, private or
+published symmetric keys) are left out, each with its reason, so no token is ever
+verified with them. A fetched JWKS keeps its other keys and the system log names the
+refused one; a local one is a configuration error.
 """
 
 from __future__ import annotations
@@ -21,7 +27,12 @@ from urllib.parse import urlsplit
 from polang import jsonlimits
 from polang.errors import ConfigError
 from polang.http import Fetcher, FetchError, cache_control_max_age, short_url
-from polang.tokens.settings import WELL_KNOWN_SUFFIX, IssuerSettings, TokenSettings
+from polang.tokens.settings import (
+    ALL_ALGORITHMS,
+    WELL_KNOWN_SUFFIX,
+    IssuerSettings,
+    TokenSettings,
+)
 
 if TYPE_CHECKING:
     import jwt
@@ -29,6 +40,18 @@ if TYPE_CHECKING:
 DEFAULT_JWKS_REFRESH = 3600
 #: Most keys a JWKS may hold (providers publish a handful; each key is checked on load).
 MAX_JWKS_KEYS = 100
+#: Shortest RSA modulus (bits): RFC 7518 3.3 requires 2048 bits or more for RS*/PS*;
+#: 512- and 1024-bit moduli have been factored or are within reach.
+MIN_RSA_KEY_BITS = 2048
+#: Longest RSA modulus (bits): OpenSSL's own ceiling (OPENSSL_RSA_MAX_MODULUS_BITS); every
+#: verification costs more with the size, and real keys are 2048 to 4096 bits.
+MAX_RSA_KEY_BITS = 16384
+#: Longest RSA public exponent (bits): verification time grows with it, OpenSSL refuses
+#: longer ones above 3072-bit moduli, and real keys use 65537 (17 bits).
+MAX_RSA_EXPONENT_BITS = 64
+#: Shortest symmetric (``oct``) key (bits): RFC 7518 3.2 wants at least the hash size
+#: (256 for HS256; HS384 and HS512 need 384 and 512 bits).
+MIN_HMAC_KEY_BITS = 256
 _MAX_LOCAL_JWKS_BYTES = 10 * 1024 * 1024
 
 
@@ -66,6 +89,24 @@ _EC_CURVES = {"ES256": "P-256", "ES384": "P-384", "ES512": "P-521"}
 _HMAC_ALGS = frozenset({"HS256", "HS384", "HS512"})
 
 
+_EC_CURVE_NAMES = tuple(_EC_CURVES.values())
+_EDDSA_CURVES = ("Ed25519", "Ed448")
+
+
+def _fits(alg: str, kty: str, crv: str | None, bits: int) -> bool:
+    """Whether a key of this type, curve and size may verify ``alg`` (no HMAC with a public
+    key, no EC key on another curve, no HS512 with a 256-bit secret)."""
+    if alg in _RSA_ALGS:
+        return kty == "RSA"
+    if alg in _EC_CURVES:
+        return kty == "EC" and crv == _EC_CURVES[alg]
+    if alg == "EdDSA":
+        return kty == "OKP" and crv in _EDDSA_CURVES
+    if alg in _HMAC_ALGS:
+        return kty == "oct" and bits >= int(alg[2:])
+    return False
+
+
 @dataclass
 class JsonWebKey:
     """One usable public (or, for HS*, shared) key from a JWKS."""
@@ -75,21 +116,14 @@ class JsonWebKey:
     kty: str
     crv: str | None
     alg: str | None
+    bits: int = 0  # RSA modulus or symmetric key size; 0 for EC and OKP keys
     _by_alg: dict[str, jwt.PyJWK] = field(default_factory=dict, repr=False)
 
     def fits(self, alg: str) -> bool:
         """Whether this key may verify ``alg``: the key type must match the algorithm."""
         if self.alg is not None and self.alg != alg:
             return False
-        if alg in _RSA_ALGS:
-            return self.kty == "RSA"
-        if alg in _EC_CURVES:
-            return self.kty == "EC" and self.crv == _EC_CURVES[alg]
-        if alg == "EdDSA":
-            return self.kty == "OKP" and self.crv in ("Ed25519", "Ed448")
-        if alg in _HMAC_ALGS:
-            return self.kty == "oct"
-        return False
+        return _fits(alg, self.kty, self.crv, self.bits)
 
     def pyjwk(self, alg: str) -> jwt.PyJWK:
         key = self._by_alg.get(alg)
@@ -101,8 +135,109 @@ class JsonWebKey:
         return key
 
 
-def parse_jwks(doc: object, where: str) -> list[JsonWebKey]:
-    """Usable signing keys of a JWKS; encryption keys and unknown key types are skipped."""
+def _quoted(text: str) -> str:
+    """A ``kid`` as quoted in messages (bounded: the JWKS is only as trusted as transport)."""
+    return repr(text if len(text) <= 80 else text[:77] + "...")
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedKey:
+    """A JWKS entry that is not used, and why (weak, absurd, or not a key at all)."""
+
+    index: int
+    kid: str | None
+    reason: str
+
+    def describe(self) -> str:
+        name = "no kid" if self.kid is None else f"kid {_quoted(self.kid)}"
+        return f"keys[{self.index}] ({name})"
+
+
+def _member(k: dict[str, Any], name: str) -> bytes | None:
+    """A base64url member (``n``, ``e``, ``k``) decoded as PyJWT decodes it; None when absent
+    or not a string (PyJWT's own load then says what is wrong)."""
+    value = k.get(name)
+    if not isinstance(value, str):
+        return None
+    from jwt.utils import base64url_decode
+
+    try:
+        return base64url_decode(value)
+    except ValueError:  # binascii.Error: a bad length
+        raise ValueError(f"{name!r} is not base64url") from None
+
+
+def _uint(k: dict[str, Any], name: str) -> int | None:
+    raw = _member(k, name)
+    return None if raw is None else int.from_bytes(raw, "big")
+
+
+def _refusal(entry: JsonWebKey, fetched: bool) -> str | None:
+    """Why a key may not be used (its limit named), or None; sets ``entry.bits``.
+
+    Checked on the JWK's members, before any key object is built, so a huge modulus
+    costs no more than reading it.
+    """
+    k, kty, crv = entry.data, entry.kty, entry.crv
+    if kty == "oct":
+        if fetched:
+            return (
+                "a symmetric ('oct') key in a fetched JWKS: a published secret verifies "
+                "anyone's tokens (HS* keys come only from ENGINE_LOCAL_JWKS)"
+            )
+        entry.bits = 8 * len(_member(k, "k") or b"")
+        if entry.bits < MIN_HMAC_KEY_BITS:
+            return (
+                f"symmetric key of {entry.bits} bits, fewer than MIN_HMAC_KEY_BITS "
+                f"({MIN_HMAC_KEY_BITS}; RFC 7518 3.2)"
+            )
+    elif "d" in k:
+        return "it holds private key material ('d'); a JWKS lists public keys only"
+    elif kty == "RSA":
+        n, e = _uint(k, "n"), _uint(k, "e")
+        if n is not None:
+            entry.bits = n.bit_length()
+            if entry.bits < MIN_RSA_KEY_BITS:
+                return (
+                    f"RSA key of {entry.bits} bits, fewer than MIN_RSA_KEY_BITS "
+                    f"({MIN_RSA_KEY_BITS}; RFC 7518 3.3)"
+                )
+            if entry.bits > MAX_RSA_KEY_BITS:
+                return (
+                    f"RSA key of {entry.bits} bits, more than MAX_RSA_KEY_BITS ({MAX_RSA_KEY_BITS})"
+                )
+        if e is not None:
+            if e.bit_length() > MAX_RSA_EXPONENT_BITS:
+                return (
+                    f"RSA public exponent of {e.bit_length()} bits, more than "
+                    f"MAX_RSA_EXPONENT_BITS ({MAX_RSA_EXPONENT_BITS})"
+                )
+            if e < 3 or e % 2 == 0:
+                return f"RSA public exponent {e} (it must be odd and at least 3)"
+    elif kty == "EC" and crv not in _EC_CURVE_NAMES:
+        return f"EC curve {crv!r} is not one polang verifies with ({', '.join(_EC_CURVE_NAMES)})"
+    elif kty == "OKP" and crv not in _EDDSA_CURVES:
+        return f"OKP curve {crv!r} is not a signature curve ({', '.join(_EDDSA_CURVES)})"
+    alg = entry.alg
+    if alg is not None and not _fits(alg, kty, crv, entry.bits):
+        if kty == "oct":
+            return f"its alg {alg!r} needs a key of at least {alg[2:]} bits (RFC 7518 3.2)"
+        on = f" on {crv}" if crv else ""
+        return f"its alg {alg!r} does not fit an {kty} key{on}"
+    return None
+
+
+def parse_jwks(
+    doc: object, where: str, *, fetched: bool
+) -> tuple[list[JsonWebKey], list[RefusedKey]]:
+    """The usable signing keys of a JWKS, and the keys refused with their reasons.
+
+    Encryption keys, unknown key types and keys for algorithms polang does not verify are
+    skipped silently (they are meant for something else). Keys that would verify tokens
+    but must not (see :func:`_refusal`) or cannot be loaded are refused. ``fetched``: the
+    JWKS came over the network, where a symmetric key is never accepted. A JWKS that is
+    not one (no ``keys`` array, more than ``MAX_JWKS_KEYS``) raises ``ValueError``.
+    """
     raw = doc.get("keys") if isinstance(doc, dict) else doc
     if not isinstance(raw, list):
         raise ValueError(f"{where}: expected a JWKS object with a 'keys' array")
@@ -112,6 +247,7 @@ def parse_jwks(doc: object, where: str) -> list[JsonWebKey]:
     from jwt.exceptions import PyJWTError
 
     keys: list[JsonWebKey] = []
+    refused: list[RefusedKey] = []
     for i, k in enumerate(raw):
         if not isinstance(k, dict):
             raise ValueError(f"{where}: keys[{i}] is not an object")
@@ -128,6 +264,8 @@ def parse_jwks(doc: object, where: str) -> list[JsonWebKey]:
             continue
         kid = k.get("kid")
         alg = k.get("alg")
+        if isinstance(alg, str) and alg not in ALL_ALGORITHMS:
+            continue  # an encryption algorithm, or a signature one polang does not verify
         crv = k.get("crv")
         entry = JsonWebKey(
             data=dict(k),
@@ -136,22 +274,27 @@ def parse_jwks(doc: object, where: str) -> list[JsonWebKey]:
             crv=crv if isinstance(crv, str) else None,
             alg=alg if isinstance(alg, str) else None,
         )
-        try:  # check the key material once, so a bad key fails at load, not per token
-            jwt.PyJWK(entry.data)
+        try:
+            reason = _refusal(entry, fetched)
+            if reason is None:  # load the key once, so a bad key fails here, not per token
+                jwt.PyJWK(entry.data)
         except (PyJWTError, ValueError, TypeError, KeyError) as e:
-            raise ValueError(f"{where}: keys[{i}] is not a valid {kty} key ({e})") from e
+            reason = f"not a valid {kty} key ({e})"
+        if reason is not None:
+            refused.append(RefusedKey(i, entry.kid, reason))
+            continue
         keys.append(entry)
-    return keys
+    return keys, refused
 
 
 def load_local_jwks(path: str, issuer_ids: Sequence[str]) -> dict[str, list[JsonWebKey]]:
     """``ENGINE_LOCAL_JWKS``: ``{"<issuer_id>": [JWK, ...]}`` (a JWKS object is accepted too)."""
-    from polang.store.layout import StoreFileError, read_named_file
+    from polang.inputs.files import InputFileError, read_regular_file
 
     try:  # a regular file (a FIFO would block), a link followed (mounted secrets)
-        data = read_named_file(path, _MAX_LOCAL_JWKS_BYTES, "the 10 MiB limit of local keys")
-    except StoreFileError as e:
-        raise ConfigError(f"ENGINE_LOCAL_JWKS: {path!r}: {e}") from None
+        data = read_regular_file(path, _MAX_LOCAL_JWKS_BYTES, "the 10 MiB limit of local keys")
+    except InputFileError as e:
+        raise ConfigError(f"ENGINE_LOCAL_JWKS: {path!r}: {e.reason}") from None
     doc = jsonlimits.loads(data, what=f"ENGINE_LOCAL_JWKS: {path!r}", error=ConfigError)
     if not isinstance(doc, dict):
         raise ConfigError(f"ENGINE_LOCAL_JWKS: {path!r}: expected an object of issuer ids")
@@ -163,10 +306,14 @@ def load_local_jwks(path: str, issuer_ids: Sequence[str]) -> dict[str, list[Json
                 f"ENGINE_LOCAL_JWKS: {path}: {issuer_id!r} is not a trusted issuer id "
                 f"(known: {known})"
             )
+        where = f"{path}: {issuer_id}"
         try:
-            out[issuer_id] = parse_jwks(keys, f"{path}: {issuer_id}")
+            out[issuer_id], refused = parse_jwks(keys, where, fetched=False)
         except ValueError as e:
             raise ConfigError(f"ENGINE_LOCAL_JWKS: {e}") from e
+        if refused:  # the operator's own file: a key it lists must be usable
+            listed = "; ".join(f"{r.describe()}: {r.reason}" for r in refused)
+            raise ConfigError(f"ENGINE_LOCAL_JWKS: {where}: refused {listed}")
     return out
 
 
@@ -197,7 +344,9 @@ class IssuerKeys:
         fetcher: Fetcher,
         clock: Callable[[], float],
         local_keys: list[JsonWebKey] | None = None,
+        warn: Callable[[str], object] | None = None,
     ) -> None:
+        """``warn(message)`` tells the system log about keys refused in a fetched JWKS."""
         self.settings = settings
         self._ts = token_settings
         self._fetcher = fetcher
@@ -210,6 +359,8 @@ class IssuerKeys:
         self.discovered_issuer: str | None = None
         self.jwks_uri: str | None = None
         self._keys: list[JsonWebKey] | None = local_keys
+        self._refused: list[RefusedKey] = []  # of the JWKS in use, for drop reasons
+        self._warn = warn
         self._expires_at = math.inf if self.local else -math.inf
         self._last_attempt = -math.inf
         self._last_kid_refetch = -math.inf
@@ -248,10 +399,10 @@ class IssuerKeys:
     def keys_for(self, kid: str | None, alg: str) -> list[JsonWebKey]:
         """Candidate keys for a token header; refreshes by the caching rules above."""
         if self.local:
-            return _select(self._keys or [], kid, alg)
+            return _select(self._keys or [], kid, alg)  # refused local keys stop the load
         with self._lock:
             keys = self._keys
-            known = keys is not None and (kid is None or any(k.kid == kid for k in keys))
+            known = keys is not None and (kid is None or self._has_kid(kid))
             fresh = keys is not None and self._clock() < self._expires_at
             # known keys are used as they are while they are fresh, and also while a
             # refresh runs (never waiting for it)
@@ -261,14 +412,43 @@ class IssuerKeys:
         with self._lock:
             keys = self._keys
             err = self._last_error
+            refused = self._refused
         if keys is None:
             if err is None:
                 raise KeyLookupError("signature", "no signing keys available")
             raise KeyLookupError(err.kind, err.message)
-        return _select(keys, kid, alg)
+        found = _select(keys, kid, alg)
+        if not found and refused:
+            self._no_usable_key(refused, kid, alg)
+        return found
+
+    def _no_usable_key(self, refused: list[RefusedKey], kid: str | None, alg: str) -> None:
+        """Raise the drop reason of a token whose key was refused when the JWKS was read."""
+        issuer = f"issuer {self.settings.issuer_id!r}"
+        if kid is None:
+            listed = "; ".join(f"{r.describe()}: {r.reason}" for r in refused[:3])
+            raise KeyLookupError(
+                "signature",
+                f"{issuer} has no usable key for algorithm {alg}; refused when its JWKS was "
+                f"read: {listed}",
+            )
+        hit = next((r for r in refused if r.kid == kid), None)
+        if hit is not None:
+            raise KeyLookupError(
+                "signature",
+                f"{issuer} has no usable {alg} key with kid {_quoted(kid)}: it was refused "
+                f"when the JWKS was read ({hit.reason})",
+            )
 
     def _cooled(self, now: float) -> bool:
         return now - self._last_attempt >= self._ts.jwks_min_refresh_interval
+
+    def _has_kid(self, kid: str) -> bool:
+        """(Under the lock.) Whether the JWKS in hand lists ``kid``, usable or refused: a
+        refused key is not fetched again for each of its tokens."""
+        return any(k.kid == kid for k in self._keys or ()) or any(
+            r.kid == kid for r in self._refused
+        )
 
     def _wants_fetch(self, kid: str | None, now: float) -> bool:
         """(Under the lock.) Whether a fetch should start now for a token with ``kid``."""
@@ -278,7 +458,7 @@ class IssuerKeys:
         if (
             keys is not None
             and kid is not None
-            and not any(k.kid == kid for k in keys)
+            and not self._has_kid(kid)
             and now - self._last_kid_refetch >= self._ts.jwks_min_refresh_interval
         ):
             self._last_kid_refetch = now  # a rotation, or an attacker's made-up kid
@@ -370,7 +550,7 @@ class IssuerKeys:
                 self.fetch_count += 1
             try:
                 result = self._fetcher.get(jwks_uri)
-                keys = parse_jwks(result.json(), short_url(jwks_uri))
+                keys, refused = parse_jwks(result.json(), short_url(jwks_uri), fetched=True)
             except (FetchError, ValueError) as e:
                 with self._lock:
                     self.jwks_uri = None  # rediscover next time: the keys may have moved
@@ -387,8 +567,18 @@ class IssuerKeys:
             ttl = DEFAULT_JWKS_REFRESH
         with self._lock:
             self._keys = keys
+            before = {(r.kid, r.reason) for r in self._refused}
+            self._refused = refused
             self._expires_at = now + ttl
             self._last_error = None
+        if self._warn is not None:  # once per refused key, not once per refetch
+            for r in refused:
+                if (r.kid, r.reason) not in before:
+                    self._warn(
+                        f"issuer {self.settings.issuer_id!r}: JWKS {short_url(jwks_uri)}: "
+                        f"refused {r.describe()}: {r.reason}; tokens signed with it are "
+                        "dropped"
+                    )
 
 
 def _select(keys: list[JsonWebKey], kid: str | None, alg: str) -> list[JsonWebKey]:
@@ -406,6 +596,7 @@ class IssuerRegistry:
         settings: TokenSettings,
         fetcher: Fetcher,
         clock: Callable[[], float],
+        warn: Callable[[str], object] | None = None,
     ) -> None:
         items = list(issuers.values()) if isinstance(issuers, Mapping) else list(issuers)
         ids = [i.issuer_id for i in items]
@@ -416,7 +607,7 @@ class IssuerRegistry:
         if settings.local_jwks_path:
             local = load_local_jwks(settings.local_jwks_path, ids)
         self.issuers: list[IssuerKeys] = [
-            IssuerKeys(i, settings, fetcher, clock, local.get(i.issuer_id)) for i in items
+            IssuerKeys(i, settings, fetcher, clock, local.get(i.issuer_id), warn) for i in items
         ]
         self.by_id = {k.settings.issuer_id: k for k in self.issuers}
 

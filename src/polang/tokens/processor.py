@@ -212,7 +212,8 @@ class TokenProcessor:
         fetcher: Fetcher | None = None,
     ) -> None:
         """``log(level, message)`` receives what the system log should hear about tokens
-        (a claim left out of a token entity's attributes); the engine passes its logger."""
+        (a claim left out of a token entity's attributes, a key refused in a fetched JWKS);
+        the engine passes its logger."""
         self.settings = settings or TokenSettings()
         self.schema = schema
         self._clock = clock
@@ -220,7 +221,7 @@ class TokenProcessor:
         # ``fetcher``: a client the caller owns and shares (e.g. across store refreshes)
         self._owns_http = fetcher is None
         self.http = fetcher or Fetcher(self.settings.fetch_limits(), self.settings.ssl_context)
-        self.registry = IssuerRegistry(issuers, self.settings, self.http, clock)
+        self.registry = IssuerRegistry(issuers, self.settings, self.http, clock, self._warn)
         self.status = StatusListChecker(self.settings, self.http, clock)
         self.cache: TokenCache[ProcessedToken] = TokenCache(
             self.settings.token_cache_capacity, self.settings.token_cache_max_ttl
