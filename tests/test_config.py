@@ -425,3 +425,20 @@ def test_every_field_has_its_default_and_config_is_frozen() -> None:
         c.log_type = "std_out"
     with pytest.raises(TypeError, match="no field 'nope'"):
         c.replace(nope=1)
+
+
+@pytest.mark.timeout(10)
+def test_a_file_of_spaces_for_a_number_of_seconds_is_refused_in_linear_time(
+    tmp_path: Path,
+) -> None:
+    """A run of spaces could be split between the number pattern's leading and trailing
+    ``\\s*`` in n**2 ways (hours for a 1 MiB file); it is read once."""
+    path = tmp_path / "engine.json"
+    path.write_text(json.dumps({"ENGINE_HTTP_REQUEST_TIMEOUT": " " * 1_000_000 + "x"}))
+    assert path.stat().st_size < MAX_CONFIG_FILE_BYTES
+    with pytest.raises(ConfigError, match="ENGINE_HTTP_REQUEST_TIMEOUT"):
+        Config.from_file(path)
+    for text, seconds in ((" 2.5 ", 2.5), ("  +3  ", 3.0), (" .5", 0.5), ("1_0.25 ", 10.25)):
+        assert Config.from_dict({"ENGINE_HTTP_REQUEST_TIMEOUT": text}).http_request_timeout == (
+            seconds
+        )

@@ -98,3 +98,31 @@ def test_depth_agrees_with_decoded_depth(value: object) -> None:
 def test_arbitrary_text_only_raises_family_errors(text: str) -> None:
     with contextlib.suppress(PolangError):
         loads(text, what="t")
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(
+    "tail",
+    [
+        pytest.param('"' + '\\"' * 500_000, id="quote-then-escaped-quotes"),
+        pytest.param('"\\' * 500_000, id="quote-backslash-repeated"),
+        pytest.param('"' + "a" * 1_000_000, id="one-unclosed-string"),
+        pytest.param('"a' * 500_000, id="quote-a-repeated"),
+    ],
+)
+def test_strings_are_skipped_in_linear_time(tail: str) -> None:
+    # the depth is measured only past 128 brackets; then every quote of an unclosed string
+    # was scanned again to the end (n**2: a 64 KiB token took minutes, a 10 MiB body days)
+    text = "[" * 200 + tail
+    depth = json_depth(text)
+    assert depth == 200
+    with pytest.raises(PolangError, match="MAX_JSON_DEPTH"):
+        loads(text, what="body")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet='[]{}",:\\a', max_size=40))
+def test_depth_ignores_what_json_reads_as_strings(text: str) -> None:
+    # whenever json reads the text, the brackets counted are exactly its own
+    with contextlib.suppress(ValueError, RecursionError):
+        assert json_depth(text) == depth_of(json.loads(text))

@@ -11,6 +11,7 @@ import random
 import re
 import threading
 import uuid
+from pathlib import Path
 from typing import Any
 
 import jwt
@@ -18,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from polang import logs as logs_module
 from polang.errors import ConfigError, PolangError, TokenError
 from polang.logs import (
     LEVELS,
@@ -460,6 +462,26 @@ def test_std_out_lines_stay_whole_under_threads(capsys: pytest.CaptureFixture[st
     assert len(msgs) == 600
 
 
+def test_std_out_lines_carry_no_control_or_bidi_character_raw(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # ids and messages quote callers; JSON escapes C0 only. A C1 CSI (U+009B), NEL, line
+    # separators, bidi overrides and DEL stay one JSON line that a terminal shows as text;
+    # a lone surrogate (UTF-8 cannot encode it) used to make the write raise
+    hostile = "a\x9b[2J\x85b\u2028c\u2029\u202eevil\u2066\x7f\x1b[31m\ud800"
+    logger = make_logger("std_out", level="INFO")
+    d = log_decision(logger, principal=hostile, resource=hostile, reason=[hostile])
+    s = logger.system("INFO", hostile, request_id=hostile)
+    out = capsys.readouterr().out
+    assert not re.search(
+        "[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]", out
+    )
+    lines = out.splitlines()
+    assert len(lines) == 2 and out.split("\n")[:-1] == lines
+    assert [json.loads(line) for line in lines] == [d, s]  # the same entries, escaped
+    assert "\\u009b[2J\\u0085b\\u2028" in lines[1]
+
+
 # --------------------------------------------------------------------------- python logging
 
 
@@ -884,6 +906,93 @@ def test_redact_tokens_property(claims: dict[str, object], before: str, after: s
 @given(st.text(alphabet=st.characters(blacklist_characters=".")))
 def test_redact_tokens_leaves_dotless_text_alone(text: str) -> None:
     assert redact_tokens(text) == text
+
+
+# The dotted-run pattern before it was made linear: the reference for what redaction finds.
+QUADRATIC_RUN = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]*){2,}")
+JWS_HEADER = jwt.utils.base64url_encode(b'{"alg":"HS256","typ":"JWT"}').decode()
+
+
+@given(
+    st.lists(
+        st.sampled_from(["a", "b9", "-", "_", ".", "..", " ", "/", ":", "é", JWS_HEADER, "x.y"]),
+        max_size=14,
+    ).map("".join)
+)
+@settings(max_examples=300, deadline=None)
+def test_redaction_finds_what_the_backtracking_pattern_found(text: str) -> None:
+    reference = QUADRATIC_RUN.sub(logs_module._redact_run, text)
+    assert redact_tokens(text) == reference
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(
+    "shape",
+    [
+        pytest.param(lambda n: "a." * n, id="a.-repeated"),
+        pytest.param(lambda n: "." * n, id="dots"),
+        pytest.param(lambda n: "a" * n + ".", id="a-run-then-dot"),
+        pytest.param(lambda n: "a" * n + ".b", id="a-run-one-dot"),
+        pytest.param(lambda n: ("a" * 99 + ".") * (n // 100), id="long-segments"),
+        pytest.param(lambda n: "x.y." * (n // 4), id="x.y.-repeated"),
+        pytest.param(lambda n: f"{JWS_HEADER}.y." * (n // 30), id="jwt-like-repeated"),
+    ],
+)
+def test_redaction_is_linear_on_hostile_ids(shape: Any) -> None:
+    # ids come from URLs and bodies: "a" * 24_000 + "." once cost 8 s (n**2 steps)
+    text = shape(100_000)
+    out = redact_tokens(text)
+    if JWS_HEADER in text:
+        assert REDACTED_TOKEN in out and out.count(JWS_HEADER) < text.count(JWS_HEADER)
+    else:
+        assert out == text
+
+
+def test_a_segment_decoding_to_deep_json_is_no_header() -> None:
+    # a caller's id whose first segment decodes to [[[[...: not a RecursionError out of a
+    # log call, just text that is not a token
+    deep = jwt.utils.base64url_encode(b"[" * 200_000).decode()
+    assert redact_tokens(f"{deep}.a.b") == f"{deep}.a.b"
+    deep_header = jwt.utils.base64url_encode(b'{"alg":"HS256","x":' + b"[" * 200_000).decode()
+    assert redact_tokens(f"id-{deep_header}.a.b") == f"id-{deep_header}.a.b"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("log_type", ["memory", "std_out"])
+def test_an_engine_logs_a_hostile_resource_id_in_linear_time(
+    log_type: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from polang import Engine
+
+    store = Path(__file__).resolve().parents[1] / "examples" / "stores" / "directory"
+    engine = Engine({"ENGINE_POLICY_STORE_LOCAL_FN": str(store), "ENGINE_LOG_TYPE": log_type})
+    hostile = "a" * 100_000 + "."
+    resource = {
+        "uid": {"type": "Acme::Document", "id": hostile},
+        "attrs": {
+            "owner": {"__entity": {"type": "Acme::User", "id": "bob"}},
+            "org": {"__entity": {"type": "Acme::Org", "id": "acme"}},
+            "classification": "internal",
+            "public": False,
+        },
+    }
+    principal = {
+        "uid": {"type": "Acme::User", "id": "alice"},
+        "attrs": {
+            "email": "alice@acme.example",
+            "org": {"__entity": {"type": "Acme::Org", "id": "acme"}},
+            "clearance": 2,
+        },
+        "parents": [{"type": "Acme::Team", "id": "finance"}],
+    }
+    try:
+        result = engine.authorize_unsigned('Acme::Action::"read"', resource, principal=principal)
+        assert result.decision is True
+        written = json.dumps(engine.pop_logs()) if log_type == "memory" else capsys.readouterr().out
+        logged = hostile in written  # not in the assertion: pytest would print 100,000 a's
+        assert logged
+    finally:
+        engine.close()
 
 
 def test_uuid7_draws_random_bytes_in_pools_and_refills_after_a_fork(

@@ -111,7 +111,9 @@ def _optional_url(key: str, value: object) -> str | None:
 
 
 _INT_RE = re.compile(r"\s*\+?\d+(_\d+)*\s*\Z", re.ASCII)
-_NUM_RE = re.compile(r"\s*\+?(\d+(_\d+)*)?(\.\d+)?\s*\Z", re.ASCII)
+# The leading \s*+ is possessive: everything between the two \s* is optional, so a plain
+# \s* would try every split of a run of spaces between them (n**2 on a 1 MiB file).
+_NUM_RE = re.compile(r"\s*+\+?(\d+(_\d+)*)?(\.\d+)?\s*\Z", re.ASCII)
 
 
 def _number(key: str, value: object, *, integer: bool, minimum: float, what: str) -> float | int:
@@ -678,13 +680,13 @@ class Config(Record):
         p = Path(path)
         if p.suffix.lower() not in (".json", ".yaml", ".yml"):
             raise ConfigError(f"{p}: configuration files must end in .json, .yaml or .yml")
-        from polang.store.layout import StoreFileError, read_named_file
+        from polang.inputs.files import InputFileError, read_regular_file
 
         try:  # a regular file (a FIFO would block), a link followed (mounted configs)
-            raw = read_named_file(p, MAX_CONFIG_FILE_BYTES, "MAX_CONFIG_FILE_BYTES")
+            raw = read_regular_file(p, MAX_CONFIG_FILE_BYTES, "MAX_CONFIG_FILE_BYTES")
             text = raw.decode("utf-8-sig")
-        except StoreFileError as e:
-            raise ConfigError(f"{p}: cannot read configuration file: {e}") from None
+        except InputFileError as e:
+            raise ConfigError(f"{p}: cannot read configuration file: {e.reason}") from None
         except UnicodeDecodeError as e:
             raise ConfigError(f"{p}: not UTF-8 text (byte {e.start})") from None
         data: Any

@@ -23,7 +23,11 @@ from polang.errors import PolangError
 #: recursion limit (1,000 frames) stays far above it.
 MAX_JSON_DEPTH = 128
 
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# A string, or an unclosed one running to the end of the text (invalid JSON, which
+# json.loads then refuses; for nesting it is all text). Possessive, and it always matches
+# at a quote, so no text is scanned twice: a quote followed by n escaped quotes costs n
+# steps, not n**2 (bodies reach 10 MiB, stores 100 MiB).
+_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
 _BRACKETS = re.compile(r"[\[\]{}]")
 _OPEN = frozenset("[{")
 

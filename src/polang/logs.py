@@ -9,7 +9,6 @@ that goes into an entry is scanned for compact JWTs, which are replaced by a mar
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import math
 import os
@@ -22,8 +21,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
+from polang import jsonlimits
 from polang._record import Record
 from polang.errors import ConfigError, PolangError, TokenError
+from polang.language.values import printable_json
 
 if TYPE_CHECKING:
     import logging
@@ -462,18 +463,34 @@ def format_timestamp(seconds: float) -> str:
 
 
 # A dot-joined run of base64url segments: where a compact JWS (3 segments, the last empty
-# for alg=none) or JWE (5 segments) may hide, possibly glued to other dotted text.
-_DOTTED_RUN = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]*){2,}")
+# for alg=none) or JWE (5 segments) may hide, possibly glued to other dotted text. Logged
+# strings come from callers (ids from URLs and bodies), so the scan is linear: a run starts
+# only where the previous character cannot extend it (the leftmost match always does), and
+# every quantifier is possessive (nothing to backtrack into), so ``"a" * n + "."`` costs n
+# steps, not n**2.
+_DOTTED_RUN = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]++(?:\.[A-Za-z0-9_-]*+){2,}+")
 _MIN_HEADER_LEN = 14  # base64url of the shortest header, {"alg":"x"}
 
 
+class _NotAHeader(PolangError):
+    """A dotted segment that does not decode to a JWT header (never leaves this module)."""
+
+
 def _jwt_header(segment: str) -> dict[str, Any] | None:
-    """The decoded header if ``segment`` is a base64url JSON object naming an ``alg``."""
+    """The decoded header if ``segment`` is a base64url JSON object naming an ``alg``.
+
+    The segment is caller text: its nesting is measured before decoding, so a segment
+    holding ``[`` x 100,000 is simply not a header (not a ``RecursionError`` out of a log
+    call). Otherwise anything ``json`` reads counts, so redaction errs towards hiding.
+    """
     if len(segment) < _MIN_HEADER_LEN:
         return None
     try:
-        header = json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raw = base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+        text = raw.decode(json.detect_encoding(raw), "surrogatepass")  # as json.loads does
+        jsonlimits.check_depth(text, what="JWT header", error=_NotAHeader)
+        header = json.loads(text)
+    except (ValueError, _NotAHeader):  # binascii.Error and UnicodeDecodeError included
         return None
     return header if isinstance(header, dict) and "alg" in header else None
 
@@ -983,7 +1000,10 @@ def redirect_std_out(stream: TextIO | None) -> TextIO | None:
 
 
 def _dumps(entry: Mapping[str, Any]) -> str:
-    return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+    """One log line (``std_out`` and ``python``): readable UTF-8 JSON, but entries quote
+    callers' ids and values, so the characters ``json`` leaves raw (DEL, C1 controls such
+    as U+009B, line separators, bidi controls, lone surrogates) are ``\\uXXXX`` escapes."""
+    return printable_json(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
 
 
 class Logger:

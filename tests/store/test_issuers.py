@@ -282,9 +282,39 @@ def test_verbose_regex_needs_escaped_hash() -> None:
 
 
 def test_other_engines_named_group_spelling_is_accepted() -> None:
-    pattern = compile_claim_regex(r"(?<user>\w+)@(?P<domain>[\w.]+)(?<=\w)")
-    m = pattern.match("ann@example.com")
+    pattern = compile_claim_regex(r"(?<user>\w+)@(?P<domain>[\w.]+)\Z")
+    m = pattern.search("ann@example.com")
     assert m is not None and m.group("user") == "ann" and m.group("domain") == "example.com"
+
+
+@pytest.mark.parametrize(
+    ("expr", "construct"),
+    [
+        (r"(?P<A>x)\1", r"a backreference (\1)"),
+        (r"(?P<A>x)(?P=A)", "a backreference (?P=name)"),
+        (r"(?P<A>x)(?=y)", "a lookahead (?=...)"),
+        (r"(?P<A>x)(?!y)", "a negative lookahead (?!...)"),
+        (r"(?<=y)(?P<A>x)", "a lookbehind (?<=...)"),
+        (r"(?<!y)(?P<A>x)", "a negative lookbehind (?<!...)"),
+        (r"(?>(?P<A>x))", "an atomic group (?>...)"),
+    ],
+)
+def test_constructs_without_linear_time_matching_refuse_the_record(
+    expr: str, construct: str
+) -> None:
+    # claim_mapping regexes are RE2 (linear time): what RE2 cannot match in linear time is
+    # refused when the store loads, at the expression, naming the construct
+    kind, loc, msg = only_problem(
+        mapping(
+            parser="regex",
+            type="Idp::E",
+            regex_expression=expr,
+            A={"attr": "a", "type": "String"},
+        )
+    )
+    assert (kind, loc) == ("issuer", f"{CM}.regex_expression")
+    assert f"{construct} is not supported" in msg
+    assert "RE2 syntax, matched in linear time" in msg
 
 
 def test_json_mapping() -> None:

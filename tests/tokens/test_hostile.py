@@ -23,7 +23,10 @@ from hypothesis import strategies as st
 from polang import Engine, TokenError, TokenInput
 from polang.config import Config
 from polang.errors import MAX_MESSAGE_CHARS, ConfigError
+from polang.language.values import RecordValue, SetValue
+from polang.store import PolicyStoreLoadError
 from polang.tokens import DROP_KINDS, TokenProcessor, TokenSettings
+from polang.tokens.claim_regex import MAX_MAPPED_CLAIM_CHARS
 from polang.tokens.model import MAX_DROP_MESSAGE
 from polang.tokens.settings import DEFAULT_TOKEN_MAX_SIZE
 
@@ -636,3 +639,81 @@ def _fuzz_engine(
         _FUZZ_ENGINES.clear()
         _FUZZ_ENGINES[key] = engine_for(**props)
     return _FUZZ_ENGINES[key]
+
+
+# ---------------------------------------------------------------- linear-time matching
+
+# Nested quantifiers: a backtracking engine needs 2**n steps to fail on n letters and a "!"
+# (six seconds at 28 letters with Python's re); claim mappings match with RE2 in one pass.
+NESTED_EMAIL = r"^(?P<USER>(?:[a-zA-Z0-9]+\.?)+)@example\.com$"
+
+
+def email_record(provider: OidcProvider, expr: str = NESTED_EMAIL) -> dict[str, Any]:
+    mapping = {
+        "parser": "regex",
+        "type": "Acme::Email",
+        "regex_expression": expr,
+        "USER": {"attr": "user", "type": "String"},
+    }
+    return issuer_record(
+        provider, access_token={"entity_type_name": ACCESS, "claim_mapping": {"email": mapping}}
+    )
+
+
+@pytest.mark.timeout(10)
+def test_a_claim_against_a_backtracking_pattern_is_matched_in_linear_time(
+    oidc: OidcProvider, make_processor: Callable[..., TokenProcessor]
+) -> None:
+    proc = make_processor({"acme": email_record(oidc)})
+    heard: list[tuple[str, str]] = []
+    proc._log = lambda level, msg: heard.append((level, msg))
+    for hostile in ("a" * 40 + "!", "a." * 2_000 + "!"):
+        out = proc.process([TokenInput(ACCESS, oidc.token(email=hostile))])
+        assert out.dropped == []
+        entity = out.tokens[0].entity
+        assert "email" not in entity.attrs  # no match: the claim stays a tag
+        assert entity.tags["email"] == SetValue([hostile])
+    out = proc.process([TokenInput(ACCESS, oidc.token(email="john.doe@example.com"))])
+    assert out.tokens[0].entity.attrs["email"] == RecordValue({"user": "john.doe"})
+    assert heard == []
+
+
+def test_a_claim_longer_than_a_mapping_reads_stays_a_tag(
+    oidc: OidcProvider, make_processor: Callable[..., TokenProcessor]
+) -> None:
+    proc = make_processor({"acme": email_record(oidc)})
+    heard: list[tuple[str, str]] = []
+    proc._log = lambda level, msg: heard.append((level, msg))
+    long = "a" * MAX_MAPPED_CLAIM_CHARS + "@example.com"
+    out = proc.process([TokenInput(ACCESS, oidc.token(email=long))])
+    entity = out.tokens[0].entity
+    assert "email" not in entity.attrs and entity.tags["email"] == SetValue([long])
+    [(level, message)] = heard
+    assert level == "WARN" and "MAX_MAPPED_CLAIM_CHARS" in message and "'email'" in message
+
+
+def test_a_pattern_re2_refuses_refuses_the_store(
+    tmp_path: Path, oidc: OidcProvider, client_ssl_context: ssl.SSLContext
+) -> None:
+    # a backreference cannot be matched in linear time: the store is refused at load,
+    # naming the issuer, the claim and the construct
+    record = email_record(oidc, r"^(?P<USER>\w+)\.\1@example\.com$")
+    store = write_store(tmp_path / "store", SCHEMA, {"acme": record})
+    with pytest.raises(PolicyStoreLoadError) as e:
+        Engine({"ENGINE_POLICY_STORE_LOCAL_FN": str(store)}, ssl_context=client_ssl_context)
+    message = str(e.value)
+    assert "acme.token_metadata.access_token.claim_mapping.email.regex_expression" in message
+    assert r"a backreference (\1) is not supported" in message
+
+
+@pytest.mark.timeout(10)
+def test_an_unclosed_string_in_a_deep_token_is_measured_in_linear_time(
+    engine_for: Callable[..., tuple[Engine, OidcProvider]],
+) -> None:
+    # more than 128 brackets make the depth check look at the strings; a quote followed by
+    # escaped quotes was scanned again from every quote (minutes for one 64 KiB token)
+    engine, acme = engine_for()
+    payload = "[" * 200 + '"' + '\\"' * 23_000
+    [(kind, message)] = drop_reasons(engine, forged({"alg": "RS256"}, payload))
+    assert kind == "invalid_input" and "the JWT payload" in message
+    assert sum(acme.requests.values()) == 0

@@ -8,7 +8,7 @@ import pytest
 
 from polang.errors import ConfigError, PolicyStoreError
 from polang.tokens import IssuerSettings, TokenMetadata, TokenSettings
-from polang.tokens.settings import ASYMMETRIC_ALGORITHMS, translate_named_groups
+from polang.tokens.settings import ASYMMETRIC_ALGORITHMS
 
 ENDPOINT = "https://idp.example.com/.well-known/openid-configuration"
 
@@ -140,7 +140,6 @@ def test_claim_mapping_errors(spec: dict[str, Any], fragment: str) -> None:
 
 
 def test_rust_style_named_groups_and_verbose_mode() -> None:
-    assert translate_named_groups(r"(?<a>x)\(?<b>(?<=y)(?<!z)") == r"(?P<a>x)\(?<b>(?<=y)(?<!z)"
     m = TokenMetadata.from_dict(
         {
             "entity_type_name": "A::T",

@@ -20,6 +20,7 @@ from polang.errors import PolicyStoreError
 from polang.language.schema import has_name_shape
 from polang.store.errors import Problems
 from polang.store.fields import Checker, jpath, show, type_word
+from polang.tokens.claim_regex import ClaimRegexError, compile_claim_regex
 from polang.tokens.settings import (
     DEFAULT_ENTITY_TYPES,
     ClaimMapping,
@@ -27,7 +28,6 @@ from polang.tokens.settings import (
     RegexGroup,
     RegexValueType,
     TokenMetadata,
-    translate_named_groups,
 )
 
 ISSUER_FIELDS = (
@@ -54,15 +54,6 @@ TOKEN_FIELDS = (
 REGEX_VALUE_TYPES: tuple[str, ...] = ("String", "Number", "Boolean")
 
 T = TypeVar("T")
-
-
-def compile_claim_regex(expression: str) -> re.Pattern[str]:
-    """Compile a ``regex_expression``; raises ``re.error``.
-
-    Under ``(?x)`` an unescaped ``#`` starts a comment, so a literal ``#`` must be written
-    ``\\#`` (Python's verbose mode already reads ``\\#`` as a literal ``#``).
-    """
-    return re.compile(translate_named_groups(expression))
 
 
 def parse_record(parse: Callable[[Checker], T | None]) -> T:
@@ -314,7 +305,8 @@ def check_audience(rec: Mapping[str, Any], path: str, ck: Checker) -> tuple[str,
 
 
 def check_claim_mapping(value: object, ck: Checker, path: str) -> ClaimMapping | None:
-    """One ``claim_mapping.<claim>`` entry: the regex compiles, every group is mapped."""
+    """One ``claim_mapping.<claim>`` entry: the regex compiles (RE2, linear-time matching:
+    see :mod:`polang.tokens.claim_regex`), every group is mapped."""
     before = len(ck.problems)
     rec = ck.obj(value, path, "a claim mapping object")
     if rec is None:
@@ -342,11 +334,11 @@ def check_claim_mapping(value: object, ck: Checker, path: str) -> ClaimMapping |
         return None
     try:
         pattern = compile_claim_regex(expr)
-    except re.error as e:
+    except ClaimRegexError as e:
         hint = ""
         if "(?x)" in expr and "#" in expr:
             hint = " (under (?x) a literal '#' must be written '\\#')"
-        ck.add("issuer", jpath(path, "regex_expression"), f"invalid regex: {e}{hint}")
+        ck.add("issuer", jpath(path, "regex_expression"), f"{e}{hint}")
         return None
     group_names = set(pattern.groupindex)
     groups: dict[str, RegexGroup] = {}

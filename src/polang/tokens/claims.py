@@ -24,6 +24,7 @@ from polang.language.schema import (
     SetType,
 )
 from polang.language.values import LONG_MAX, LONG_MIN, EntityUID, RecordValue, SetValue, Value
+from polang.tokens.claim_regex import MAX_MAPPED_CLAIM_CHARS
 from polang.tokens.settings import ClaimMapping, describe_json
 
 
@@ -158,8 +159,14 @@ def _untyped(v: Any, where: str) -> Value:
 
 
 def _regex_one(text: Any, m: ClaimMapping, where: str) -> dict[str, Any] | None:
+    """One string through a ``regex`` mapping: RE2 (linear time) on bounded text."""
     if not isinstance(text, str):
         raise ClaimError(f"{where}: the regex mapping needs a string, got {describe_json(text)}")
+    if len(text) > MAX_MAPPED_CLAIM_CHARS:
+        raise ClaimError(
+            f"{where}: {len(text):,} characters, more than a regex claim mapping reads "
+            f"({MAX_MAPPED_CLAIM_CHARS:,}: MAX_MAPPED_CLAIM_CHARS)"
+        )
     assert m.pattern is not None
     found = m.pattern.search(text)
     if found is None:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import ssl
 
     from polang.http import FetchLimits
+    from polang.tokens.claim_regex import ClaimPattern
 
 ASYMMETRIC_ALGORITHMS: tuple[str, ...] = (
     "RS256",
@@ -73,26 +74,6 @@ def describe_json(v: object) -> str:
     return type(v).__name__
 
 
-def translate_named_groups(expr: str) -> str:
-    """Accept ``(?<name>...)`` (the Rust/PCRE spelling) as well as Python's ``(?P<name>...)``."""
-    out: list[str] = []
-    i = 0
-    n = len(expr)
-    while i < n:
-        ch = expr[i]
-        if ch == "\\" and i + 1 < n:
-            out.append(expr[i : i + 2])
-            i += 2
-            continue
-        if expr.startswith("(?<", i) and i + 3 < n and expr[i + 3] not in "=!":
-            out.append("(?P<")
-            i += 3
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
-
 @dataclass(frozen=True, slots=True)
 class RegexGroup:
     """Where one named group of a ``regex`` claim mapping goes and how it is typed."""
@@ -105,8 +86,9 @@ class RegexGroup:
 class ClaimMapping:
     """``claim_mapping.<claim>``: a claim turned into a value of schema type ``type``.
 
-    ``regex``: ``pattern`` is the compiled ``regex_expression`` and ``groups`` maps each
-    named group to its attribute. ``json``: the claim (a JSON object or a string holding
+    ``regex``: ``pattern`` is the compiled ``regex_expression`` (RE2, matched in linear
+    time: :mod:`polang.tokens.claim_regex`) and ``groups`` maps each named group to its
+    attribute. ``json``: the claim (a JSON object or a string holding
     one) becomes a record of ``type``.
     """
 
@@ -114,7 +96,7 @@ class ClaimMapping:
     type: str
     regex_expression: str | None = None
     groups: Mapping[str, RegexGroup] = field(default_factory=dict)
-    pattern: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+    pattern: ClaimPattern | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_dict(cls, d: object, path: str) -> ClaimMapping:
