@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polang.datalog import facts as facts_module
-from polang.datalog.facts import EntityFacts, ancestor_closure, hierarchy_graph, walked_closure
+from polang.datalog.facts import (
+    SMALL_HIERARCHY,
+    EntityFacts,
+    ancestor_closure,
+    hierarchy_graph,
+    walked_closure,
+)
 from polang.datalog.fixed import fixed_rules
 from polang.datalog.seminaive import evaluate
+from polang.errors import EntityError
 from polang.language.entities import Entity, EntityStore
+from polang.language.hierarchy import MAX_HIERARCHY_DEPTH
 from polang.language.values import EntityUID
 
 
@@ -241,3 +250,51 @@ def test_a_slot_over_the_store_itself_and_over_a_large_layer() -> None:
     assert slot.facts.get(U(100)).attrs == {"i": -1} and slot.facts.get(U(101)).attrs == {"i": 1}
     slot.take()
     assert slot.facts.get(U(100)).attrs == {"i": 0} and slot.facts.get(U(2)) == Entity(U(2))
+
+
+# ---------------------------------------------------------------- the depth limit
+
+
+def chain(n: int, start: int = 0, top: EntityUID | None = None) -> list[Entity]:
+    """``n`` entities ``U(start)`` up to ``U(start + n - 1)``, each the next one's child;
+    the last one's parent is ``top`` if given."""
+    out = [Entity(U(i), parents={U(i + 1)}) for i in range(start, start + n - 1)]
+    last = U(start + n - 1)
+    out.append(Entity(last, parents=set() if top is None else {top}))
+    return out
+
+
+def test_a_hierarchy_deeper_than_the_limit_is_refused_before_its_closure() -> None:
+    # a 5,000-deep chain's closure is 12.5 million pairs (1.2 GB in `who_can`)
+    for n in (MAX_HIERARCHY_DEPTH + 2, 5000):
+        with pytest.raises(EntityError, match="MAX_HIERARCHY_DEPTH") as info:
+            EntityFacts(chain(n))
+        assert info.value.uid == str(U(n - MAX_HIERARCHY_DEPTH - 2))
+        assert f"is {MAX_HIERARCHY_DEPTH + 1:,} levels below" in str(info.value)
+    fx = EntityFacts(chain(MAX_HIERARCHY_DEPTH + 1))
+    assert len(fx.ancestors_of(U(0))) == MAX_HIERARCHY_DEPTH
+
+
+def test_entities_laid_over_a_deep_store_stay_within_the_limit() -> None:
+    base = EntityFacts(chain(MAX_HIERARCHY_DEPTH + 1, start=1))  # U(1) is at the limit
+    with pytest.raises(EntityError, match="MAX_HIERARCHY_DEPTH") as info:
+        base.with_entities([Entity(U(0), parents={U(1)})])
+    assert info.value.uid == str(U(0))
+    below_the_top = base.with_entities([Entity(U(0), parents={U(MAX_HIERARCHY_DEPTH)})])
+    assert below_the_top.ancestors_of(U(0)) == {U(MAX_HIERARCHY_DEPTH), U(MAX_HIERARCHY_DEPTH + 1)}
+    # many ancestors are not a deep chain: a hub under more parents than the limit
+    roots = [Entity(EntityUID("R", str(i))) for i in range(MAX_HIERARCHY_DEPTH + 10)]
+    hub = Entity(EntityUID("H", "hub"), parents={r.uid for r in roots})
+    wide = EntityFacts([*roots, hub]).with_entities([Entity(U(0), parents={hub.uid})])
+    assert len(wide.ancestors_of(U(0))) == MAX_HIERARCHY_DEPTH + 11
+
+
+def test_many_new_entities_get_one_closure_and_the_same_limit() -> None:
+    base = EntityFacts([Entity(U(-1))])
+    n = SMALL_HIERARCHY + 50
+    laid = base.with_entities(chain(n, top=U(-1)))
+    fresh = EntityFacts([Entity(U(-1)), *chain(n, top=U(-1))])
+    for i in range(-1, n):
+        assert laid.ancestors_of(U(i)) == fresh.ancestors_of(U(i))
+    with pytest.raises(EntityError, match="MAX_HIERARCHY_DEPTH"):
+        base.with_entities(chain(MAX_HIERARCHY_DEPTH + 1, top=U(-1)))

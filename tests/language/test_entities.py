@@ -489,6 +489,56 @@ BAD: list[tuple[list[Any], bool, str, str | None, str]] = [
         'User::"alice"',
         "must be an array",
     ),
+    # extension calls without the `__extn` escape: the same checks, named at their path
+    (
+        [user(born={"fn": "ip", "arg": "1.2.3.4"})],
+        True,
+        "$[0].attrs.born",
+        'User::"alice"',
+        "expected datetime, got ipaddr",
+    ),
+    (
+        [user(ttl={"fn": "duration", "arg": 5})],
+        True,
+        "$[0].attrs.ttl.arg",
+        'User::"alice"',
+        "expected String, got Long 5",
+    ),
+    (
+        [user(born={"fn": "offset", "args": ["2024-01-01", 5]})],
+        True,
+        "$[0].attrs.born.args[1]",
+        'User::"alice"',
+        "expected duration, got Long 5",
+    ),
+    (
+        [user(ips=[{"fn": "ip", "arg": "::1"}, {"fn": "datetime", "arg": "2024-01-01"}])],
+        True,
+        "$[0].attrs.ips[1]",
+        'User::"alice"',
+        "expected ipaddr, got datetime",
+    ),
+    (
+        [user(score={"fn": "decimal"})],
+        True,
+        "$[0].attrs.score",
+        'User::"alice"',
+        'exactly one of "arg" and "args"',
+    ),
+    (
+        [user(ip={"fn": "ip", "arg": "1.2.3.999"})],
+        True,
+        "$[0].attrs.ip",
+        'User::"alice"',
+        "invalid extension value",
+    ),
+    (
+        [user(born={"fn": "offset", "args": ["2024-01-01"]})],
+        True,
+        "$[0].attrs.born",
+        'User::"alice"',
+        "wrong number of arguments",
+    ),
 ]
 
 
@@ -960,3 +1010,164 @@ def test_a_parsed_context_passes_validation_where_the_parse_is_said_to_suffice(
     ctx = parse_context({"x": {"__entity": {"type": "Action", "id": "nope"}}}, schema, b)
     findings = validate_request(None, b, None, ctx, schema)
     assert [f.kind for f in findings] == ["undeclared_action"]
+
+
+# ---------------------------------------------------------------- Cedar's forms of extension values
+
+HOTELS_TEXT = """
+entity Hotel;
+entity Property in [Hotel];
+entity Reservation in [Property] = {
+  price?: decimal, ip?: ipaddr, start?: datetime, stay?: duration,
+  starts?: Set<datetime>, call?: { fn: String, arg: String },
+};
+entity Other;
+action book appliesTo { principal: Reservation, resource: Hotel, context: {
+  at?: datetime, from?: ipaddr } };
+"""
+HOTELS = parse_schema(HOTELS_TEXT)
+
+
+def reservation(parents: list[dict[str, str]] | None = None, **attrs: Any) -> dict[str, Any]:
+    return {"uid": {"type": "Reservation", "id": "r"}, "attrs": attrs, "parents": parents or []}
+
+
+def _every_reader(obj: dict[str, Any], schema: Schema) -> list[Entity]:
+    """The entity as the full parser, the fast path and the generated converter read it."""
+    from polang.language.entities import GENERATE_AFTER
+
+    full = parse_entities(json.dumps([obj]), schema)
+    out = [e for e in full if e.uid.type == "Reservation"]
+    out += [parse_entity(obj, schema) for _ in range(GENERATE_AFTER + 2)]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("attr", "ext", "fn", "text"),
+    [
+        ("price", "decimal", "decimal", "12.50"),
+        ("ip", "ipaddr", "ip", "10.0.0.0/8"),
+        ("start", "datetime", "datetime", "2024-10-15"),
+        ("stay", "duration", "duration", "1d2h"),
+    ],
+)
+def test_an_extension_value_may_leave_out_the_escape(
+    attr: str, ext: Any, fn: str, text: str
+) -> None:
+    """Where the schema expects an extension type, Cedar reads `{"fn", "arg"}` as the call
+    it names, as well as the `__extn` escape and the constructor's string."""
+    want = parse_extension_value(fn, text)
+    for form in (text, {"__extn": {"fn": fn, "arg": text}}, {"fn": fn, "arg": text}):
+        obj = reservation(**{attr: form})
+        cedarpy.Entities.from_json_str(json.dumps([obj]), HOTELS_TEXT)  # accepted there
+        for e in _every_reader(obj, HOTELS):
+            assert same_value(e.attrs[attr], want), (form, e.attrs)
+        assert same_value(parse_value(form, ExtensionType(ext), path="$"), want)
+
+
+def test_contexts_and_sets_take_the_call_without_the_escape_too() -> None:
+    action = EntityUID("Action", "book")
+    ctx = {"at": {"fn": "datetime", "arg": "2024-10-15"}, "from": {"fn": "ip", "arg": "::1"}}
+    got = parse_context(ctx, HOTELS, action)
+    assert same_value(got.fields["at"], parse_extension_value("datetime", "2024-10-15"))
+    assert same_value(got.fields["from"], parse_extension_value("ip", "::1"))
+    obj = reservation(starts=[{"fn": "datetime", "arg": "2024-10-15"}, "2024-10-16"])
+    for e in _every_reader(obj, HOTELS):
+        assert e.attrs["starts"] == SetValue(
+            [parse_extension_value("datetime", d) for d in ("2024-10-15", "2024-10-16")]
+        )
+
+
+def test_calls_with_several_arguments_read_them_by_the_functions_types() -> None:
+    """`{"fn": "offset", "args": [...]}`: where a datetime is expected, each argument is
+    read as the function's parameter (a datetime, a duration), in any of the forms."""
+    want = parse_extension_value("datetime", "2024-10-15T01:00:00Z")
+    for form in (
+        {"fn": "offset", "args": ["2024-10-15", "1h"]},
+        {"__extn": {"fn": "offset", "args": ["2024-10-15", "1h"]}},
+        {
+            "fn": "offset",
+            "args": [{"fn": "datetime", "arg": "2024-10-15"}, {"fn": "duration", "arg": "1h"}],
+        },
+        {"fn": "offset", "args": [{"__extn": {"fn": "datetime", "arg": "2024-10-15"}}, "1h"]},
+    ):
+        obj = reservation(start=form)
+        cedarpy.Entities.from_json_str(json.dumps([obj]), HOTELS_TEXT)
+        for e in _every_reader(obj, HOTELS):
+            assert same_value(e.attrs["start"], want), form
+    # without an expected type the arguments are what their JSON says: strings, here
+    untyped = {"__extn": {"fn": "offset", "args": ["2024-10-15", "1h"]}}
+    with pytest.raises(ValueError):
+        cedarpy.Entities.from_json_str(json.dumps([reservation(x=untyped)]), None)
+    with pytest.raises(EntityError, match=r"at \$\.v\.__extn: .*expected datetime, got String"):
+        parse_value(untyped, path="$.v")
+
+
+def test_the_call_without_the_escape_is_a_record_where_no_extension_is_expected() -> None:
+    call = {"fn": "datetime", "arg": "2024-10-15"}
+    as_record = RecordValue(call)
+    assert parse_value(call, path="$") == as_record  # no schema
+    for e in _every_reader(reservation(call=call), HOTELS):  # a record type
+        assert e.attrs["call"] == as_record
+    no_schema = parse_entities(json.dumps([reservation(start=call)]))
+    assert no_schema.get(EntityUID("Reservation", "r")).attrs["start"] == as_record  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [
+        ({"fn": "datetime", "arg": "2024-10-15", "extra": 1}, "$[0].attrs.start.extra"),
+        ({"__extn": {"fn": "datetime", "arg": "2024-10-15", "x": 1}}, "$[0].attrs.start.__extn.x"),
+    ],
+)
+def test_unknown_keys_of_an_extension_call_are_refused_where_cedar_ignores_them(
+    value: dict[str, Any], path: str
+) -> None:
+    # As for entities' own keys: a misspelt key is an error, never silently dropped.
+    data = [reservation(start=value)]
+    cedarpy.Entities.from_json_str(json.dumps(data), HOTELS_TEXT)  # accepted there
+    with pytest.raises(EntityError, match="unknown key") as info:
+        parse_entities(json.dumps(data), HOTELS)
+    assert info.value.path == path
+    with pytest.raises(EntityError, match="unknown key"):
+        parse_entity(data[0], HOTELS)
+    # "arg" and "args" together: Cedar takes "arg" and drops "args"; polang refuses
+    both = {"fn": "datetime", "arg": "2024-10-15", "args": ["2024-10-16"]}
+    with pytest.raises(EntityError, match='exactly one of "arg" and "args"'):
+        parse_entities(json.dumps([reservation(start=both)]), HOTELS)
+
+
+# ---------------------------------------------------------------- parents by the schema's closure
+
+
+def test_a_parent_may_be_of_any_type_the_schema_makes_an_ancestor() -> None:
+    """`Reservation in [Property]`, `Property in [Hotel]`: a Reservation may name a Hotel
+    as its parent, as in Cedar (the parent types are the closure of `memberOfTypes`)."""
+    obj = reservation(parents=[{"type": "Hotel", "id": "h"}, {"type": "Property", "id": "p"}])
+    cedarpy.Entities.from_json_str(json.dumps([obj]), HOTELS_TEXT)
+    for e in _every_reader(obj, HOTELS):
+        assert e.parents == {EntityUID("Hotel", "h"), EntityUID("Property", "p")}
+
+
+def test_a_parent_of_an_unrelated_type_stays_an_error() -> None:
+    obj = reservation(parents=[{"type": "Hotel", "id": "h"}, {"type": "Other", "id": "o"}])
+    with pytest.raises(ValueError):
+        cedarpy.Entities.from_json_str(json.dumps([obj]), HOTELS_TEXT)
+    for parse in (
+        lambda: parse_entities(json.dumps([obj]), HOTELS),
+        lambda: parse_entity(obj, HOTELS),
+    ):
+        with pytest.raises(EntityError) as info:
+            parse()
+        assert info.value.path == "$[0].parents[1]"
+        assert (
+            "an entity of type `Reservation` cannot have a parent of type `Other` "
+            "(allowed parent types: `Hotel`, `Property`)"
+        ) in str(info.value)
+    hotel = {
+        "uid": {"type": "Hotel", "id": "h"},
+        "attrs": {},
+        "parents": [{"type": "Property", "id": "p"}],
+    }
+    with pytest.raises(EntityError, match="cannot have a parent of type `Property`"):
+        parse_entity(hotel, HOTELS)  # the closure goes up, never down

@@ -25,6 +25,7 @@ from polang.language.entities import (
     parse_mapped_entity,
     parse_value,
 )
+from polang.language.hierarchy import MAX_HIERARCHY_DEPTH
 from polang.language.parser import (
     MAX_EXPRESSION_DEPTH,
     parse_expression,
@@ -33,6 +34,7 @@ from polang.language.parser import (
 from polang.language.schema import (
     LONG,
     MAX_SCHEMA_TYPE_DEPTH,
+    ExtensionType,
     SetType,
     json_kind,
     parse_schema,
@@ -389,6 +391,17 @@ def test_deep_values_name_the_limit() -> None:
     # the limit itself is accepted
     ok = parse_context({"zz": nested(MAX_JSON_DEPTH - 1)}, None, None)
     assert "zz" in ok
+    # calls read by their parameters' types, in any of Cedar's forms (toDate(toDate(...)))
+    for wrap in (
+        lambda v: {"fn": "toDate", "arg": v},
+        lambda v: {"__extn": {"fn": "toDate", "arg": v}},
+        lambda v: {"fn": "offset", "args": [v, "1h"]},
+    ):
+        call: Any = "2024-10-15"
+        for _ in range(100_000):
+            call = wrap(call)
+        with pytest.raises(EntityError, match="MAX_JSON_DEPTH"):
+            parse_value(call, ExtensionType("datetime"), path="$")
 
 
 def test_numbers_outside_long_in_entity_json() -> None:
@@ -528,3 +541,89 @@ def test_long_lists_parse_in_linear_time() -> None:
     assert isinstance(chain, ast.Binary) and len(ast.chain_operands(chain)) == n  # balanced
     e = parse_error(when(" + ".join(["1"] * n) + " > 0"))
     assert "MAX_EXPRESSION_DEPTH" in str(e)
+
+
+# ---------------------------------------------------------------- deep hierarchies (round 3)
+
+# A closure is built in full (each entity's ancestors, each type's ancestor types), and a
+# chain's closure grows with the square of its depth: a 10,000-deep `memberOfTypes` chain
+# took 3 GB at schema load, a 5,000-deep entity chain 1.2 GB in `who_can`.
+
+DEPTH = MAX_HIERARCHY_DEPTH
+
+
+def type_chain(links: int) -> str:
+    return "\n".join(f"entity T{i} in [T{i + 1}];" for i in range(links)) + f"\nentity T{links};"
+
+
+@pytest.mark.parametrize("links", [DEPTH + 1, 10_000])
+def test_a_member_of_types_chain_past_the_limit_is_refused_naming_it(links: int) -> None:
+    e = schema_error(type_chain(links))
+    assert "MAX_HIERARCHY_DEPTH" in str(e)
+    assert re.search(rf"`T\d+` is {DEPTH + 1:,} levels below `T\d+`", str(e)), str(e)
+
+
+def test_the_json_schema_form_has_the_same_limit() -> None:
+    types = {f"T{i}": {"memberOfTypes": [f"T{i + 1}"]} for i in range(DEPTH + 1)}
+    types[f"T{DEPTH + 1}"] = {}
+    with pytest.raises(SchemaError, match="MAX_HIERARCHY_DEPTH"):
+        parse_schema_json(json.dumps({"": {"entityTypes": types, "actions": {}}}))
+
+
+def test_an_action_group_chain_past_the_limit_is_refused_naming_it() -> None:
+    text = "\n".join(f'action "a{i}" in ["a{i + 1}"];' for i in range(DEPTH + 1))
+    e = schema_error(text + f'\naction "a{DEPTH + 1}";')
+    assert "action hierarchy" in str(e) and "MAX_HIERARCHY_DEPTH" in str(e)
+    # a cycle is still named as one
+    assert "cycle in the action hierarchy" in str(schema_error("action a in [b]; action b in [a];"))
+
+
+def test_hierarchies_at_the_limit_load_and_close() -> None:
+    s = parse_schema(
+        type_chain(DEPTH)
+        + "\n".join(f'action "a{i}" in ["a{i + 1}"];' for i in range(DEPTH))
+        + f'\naction "a{DEPTH}" appliesTo {{ principal: T0, resource: T{DEPTH} }};'
+    )
+    assert s.ancestor_types("T0") == {f"T{i}" for i in range(1, DEPTH + 1)}
+    assert s.descendant_types(f"T{DEPTH}") == {f"T{i}" for i in range(DEPTH)}
+    assert len(s.action_ancestors(EntityUID("Action", "a0"))) == DEPTH
+    policy = parse_policies(f'permit (principal in T{DEPTH}::"top", action, resource);')
+    assert validate_policies(policy, s) == []
+    # an entity may name a parent of its farthest ancestor type
+    top = {"type": f"T{DEPTH}", "id": "top"}
+    e = parse_entity({"uid": {"type": "T0", "id": "x"}, "attrs": {}, "parents": [top]}, s)
+    assert e.parents == {EntityUID(f"T{DEPTH}", "top")}
+
+
+def entity_chain(n: int) -> list[dict[str, Any]]:
+    """``n`` entities, each one's parent the one before: ``n - 1`` links."""
+    return [
+        {
+            "uid": {"type": "G", "id": f"g{i}"},
+            "attrs": {},
+            "parents": [{"type": "G", "id": f"g{i - 1}"}] if i else [],
+        }
+        for i in range(n)
+    ]
+
+
+def test_an_entity_chain_past_the_limit_is_refused_naming_it() -> None:
+    with pytest.raises(EntityError) as info:
+        parse_entities(json.dumps(entity_chain(DEPTH + 2)), filename="deep.json")
+    e = info.value
+    assert e.uid == f'G::"g{DEPTH + 1}"' and e.path == f"$[{DEPTH + 1}].parents"
+    assert str(e).startswith(f'deep.json: entity G::"g{DEPTH + 1}" at $[{DEPTH + 1}].parents: ')
+    assert "MAX_HIERARCHY_DEPTH" in str(e) and 'below G::"g0"' in str(e)
+    assert len(parse_entities(json.dumps(entity_chain(DEPTH + 1)))) == DEPTH + 1
+
+
+def test_a_query_with_an_entity_chain_past_the_limit_is_refused(tmp_path: Path) -> None:
+    schema = "entity G in [G]; entity D; action read appliesTo { principal: G, resource: D };"
+    policies = '@id("p") permit (principal in G::"g0", action, resource);'
+    doc = {"uid": {"type": "D", "id": "d"}, "attrs": {}}
+    with engine_for(write_store(tmp_path / "s", schema, policies)) as engine:
+        with pytest.raises(polang.RequestError, match="MAX_HIERARCHY_DEPTH") as info:
+            engine.who_can('Action::"read"', doc, {}, entities=entity_chain(5000))
+        assert f'entity G::"g{DEPTH + 1}"' in str(info.value)
+        at_limit = engine.who_can('Action::"read"', doc, {}, entities=entity_chain(DEPTH + 1))
+        assert len(at_limit.allowed) == DEPTH + 1 and at_limit.complete

@@ -21,7 +21,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from polang._record import Record
+from polang.errors import EntityError
 from polang.language.entities import Entity, EntityStore
+from polang.language.hierarchy import MAX_HIERARCHY_DEPTH, check_hierarchy, too_deep_message
 from polang.language.values import EntityUID, RecordValue, Value
 
 if TYPE_CHECKING:  # networkx is imported on first use (start-up time)
@@ -102,12 +104,44 @@ def walked_closure(
     return out
 
 
+def check_depth(
+    starts: Iterable[EntityUID], parents_of: Callable[[EntityUID], Iterable[EntityUID]]
+) -> None:
+    """``EntityError`` naming the entity and ``MAX_HIERARCHY_DEPTH`` when a chain of
+    parents from ``starts`` is deeper than it: checked in linear time before a closure is
+    built, since a chain's closure grows with the square of its depth."""
+    problem = check_hierarchy(starts, parents_of, cycles=False)
+    if problem is not None:
+        uid = problem.chain[0]
+        raise EntityError(
+            f"entity {uid}: " + too_deep_message("entity hierarchy", problem.chain),
+            uid=str(uid),
+        )
+
+
+def _check_laid_depth(
+    pending: dict[EntityUID, Entity], get: Callable[[EntityUID], Entity | None]
+) -> None:
+    """:func:`check_depth` for new entities laid over facts (``get`` reads both)."""
+
+    def parents_of(uid: EntityUID) -> Iterable[EntityUID]:
+        e = pending.get(uid)
+        if e is None:
+            e = get(uid)
+        return _EMPTY if e is None else e.parents
+
+    check_depth(pending, parents_of)
+
+
 def closure_of(store: EntityStore) -> dict[EntityUID, frozenset[EntityUID]]:
     """The closure of a store: none without parents, walked when small, else networkx.
 
     Every entity of the store has an entry (the empty set when it has no parents), so
-    looking one up never leaves C (``__missing__`` is for uids the store lacks)."""
+    looking one up never leaves C (``__missing__`` is for uids the store lacks). A
+    hierarchy deeper than ``MAX_HIERARCHY_DEPTH`` is an ``EntityError``."""
     parents = {e.uid: e.parents for e in store if e.parents}
+    if len(parents) > MAX_HIERARCHY_DEPTH:  # fewer entities with parents chain no deeper
+        check_depth(parents, lambda u: parents.get(u, _EMPTY))
     if not parents:
         out: dict[EntityUID, frozenset[EntityUID]] = _Closure()
     elif len(parents) <= SMALL_HIERARCHY:
@@ -281,6 +315,8 @@ class EntityFacts:
                     pending[uid] = e
             elif old.parents != e.parents:
                 return EntityFacts(self.entities.merged(extra))
+        if pending is not None and len(pending) > SMALL_HIERARCHY:
+            return EntityFacts(self.entities.merged(extra))  # one closure, not a walk each
         base_anc = self.ancestors_of
         out = _layered(self, overlay, _overlay(overlay, base_get), base_anc)
         if pending is None:
@@ -288,6 +324,7 @@ class EntityFacts:
         # No base entity names a pending uid as a parent (checked above), so the base's
         # ancestor sets hold none of them: walk the pending ones, take the base's as is.
         own: dict[EntityUID, frozenset[EntityUID]] = {}
+        most = 0  # an entity's chain of parents is no longer than its ancestors are many
         for uid, e in pending.items():
             acc: set[EntityUID] = set()
             stack = list(e.parents)
@@ -303,6 +340,10 @@ class EntityFacts:
                     acc |= base_anc(p)
             acc.discard(uid)
             own[uid] = frozenset(acc)
+            if len(acc) > most:
+                most = len(acc)
+        if most > MAX_HIERARCHY_DEPTH:  # may be too deep: measured, not bounded
+            _check_laid_depth(pending, out.get)
         out.ancestors_of = _overlay(own, base_anc)
         return out
 

@@ -344,12 +344,12 @@ class QueryIndex:
         self.compiler = Compiler(authorizer.program)
         self.lock = threading.RLock()
         by_type: dict[str, set[EntityUID]] = {}
-        desc: dict[EntityUID, set[EntityUID]] = {}
+        children: dict[EntityUID, list[EntityUID]] = {}
         for e in self.facts.entities:
             uid = e.uid
             by_type.setdefault(uid.type, set()).add(uid)
-            for a in self.facts.ancestors_of(uid):
-                desc.setdefault(a, set()).add(uid)
+            for p in e.parents:
+                children.setdefault(p, []).append(uid)
         self.by_type = {t: frozenset(s) for t, s in by_type.items()}
         # sort keys: entities in EntityUID order, as ints (sorting by them is C-fast)
         self.rank: dict[EntityUID, int] = {
@@ -358,7 +358,7 @@ class QueryIndex:
                 sorted((e.uid for e in self.facts.entities), key=lambda u: (u.type, u.id))
             )
         }
-        self._desc = desc
+        self._children = children
         self._desc_star: dict[EntityUID, frozenset[EntityUID]] = {}
         self.actions = self._actions()
         self._cands: dict[tuple[str, tuple[str, ...] | None], frozenset[EntityUID]] = {}
@@ -374,11 +374,22 @@ class QueryIndex:
         return self.facts.get(uid) is not None
 
     def desc_star(self, uid: EntityUID) -> frozenset[EntityUID]:
-        """``uid`` and every stored entity below it: what ``x in uid`` holds for."""
+        """``uid`` and every stored entity below it: what ``x in uid`` holds for.
+
+        Walked down from ``uid`` when first asked (a query asks for a few): every
+        entity's descendants, built up front, are the closure again, whose size grows
+        with the square of the hierarchy's depth."""
         d = self._desc_star.get(uid)
         if d is None:
-            d = frozenset(self._desc.get(uid, ())) | {uid}
-            self._desc_star[uid] = d
+            children = self._children
+            seen = {uid}
+            todo = [uid]
+            while todo:
+                for c in children.get(todo.pop(), ()):
+                    if c not in seen:
+                        seen.add(c)
+                        todo.append(c)
+            d = self._desc_star[uid] = frozenset(seen)
         return d
 
     def _actions(self) -> list[EntityUID]:

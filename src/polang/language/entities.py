@@ -14,10 +14,15 @@ from typing import Any, ClassVar, cast
 from polang._record import Record
 from polang.errors import EntityError, EvaluationError, RequestError
 from polang.jsonlimits import MAX_JSON_DEPTH
+from polang.language.hierarchy import check_hierarchy, too_deep_message
 from polang.language.schema import (
+    BOOL,
     EXTENSION_CONSTRUCTORS,
+    LONG,
+    STRING,
     EntityRefType,
     ExtensionType,
+    ExtName,
     PrimType,
     RecordType,
     Schema,
@@ -110,8 +115,9 @@ class EntityStore:
 # is a JSON bool, integer (64-bit), string, array (a set), object (a record), or one of the
 # escapes {"__entity": {"type", "id"}} and {"__extn": {"fn", "arg" | "args"}}. With a
 # schema, the expected type directs parsing: an object {"type", "id"} is an entity where
-# an entity is expected, and a string is converted by the extension type's constructor
-# where an extension value is expected ("10.0.0.1" for ipaddr).
+# an entity is expected; where an extension value is expected, a string is converted by
+# the extension type's constructor ("10.0.0.1" for ipaddr) and {"fn", "arg" | "args"} is
+# the call without its escape (Cedar's forms; elsewhere that object is a record).
 
 
 class _Bad(Exception):
@@ -186,28 +192,91 @@ def _is_escape(obj: dict[str, Any], key: str) -> bool:
     return len(obj) == 1 and key in obj
 
 
-def _extension(v: object, path: str, depth: int = 0) -> Value:
-    path = json_path(path, "__extn")
+_EXTENSION_KEYS = ("fn", "arg", "args")
+_PRIMITIVES = {"String": STRING, "Long": LONG, "Bool": BOOL}
+
+
+def _extension(v: object, path: str, depth: int, typed: bool) -> Value:
+    """An extension call ``{"fn", "arg" | "args"}``: the inside of an ``__extn`` escape, or
+    the object itself where the schema expects an extension type (``path`` is the
+    object's). ``depth``: the arrays and objects the object is inside of.
+
+    ``typed``: the schema expects an extension value here, so the arguments are read by
+    the function's parameter types, as Cedar does (``{"fn": "offset", "args":
+    ["2024-10-15", "1h"]}``); elsewhere they are read by their JSON form alone."""
     obj = _check_object(v, path, "an extension value")
+    for k in obj:
+        if k not in _EXTENSION_KEYS:
+            shown = k if len(k) <= 40 else k[:40] + "..."
+            raise _Bad(
+                json_path(path, shown),
+                f'unknown key "{shown}" in an extension value (its keys are "fn" and one of '
+                '"arg" and "args")',
+            )
     fn = obj.get("fn")
     if not isinstance(fn, str):
         raise _Bad(json_path(path, "fn"), 'an extension value needs a function name "fn"')
-    from polang.language.extensions import call_function, parse_extension_value
+    if ("arg" in obj) == ("args" in obj):
+        raise _Bad(path, 'an extension value needs exactly one of "arg" and "args"')
+    from polang.language.extensions import SIGNATURES, call_function
 
+    if "arg" in obj:
+        items: list[Any] = [obj["arg"]]
+        paths = [json_path(path, "arg")]
+        inner = depth + 1
+    else:
+        p = json_path(path, "args")
+        items = obj["args"]
+        if not isinstance(items, list):
+            raise _Bad(p, f'"args" must be an array, found {json_kind(items)}')
+        paths = [json_path(p, i) for i in range(len(items))]
+        inner = depth + 2
+    sig = SIGNATURES.get(fn) if typed else None
+    if sig is not None and len(sig.params) == len(items):
+        args = [
+            _argument(x, param, q, inner)
+            for x, param, q in zip(items, sig.params, paths, strict=True)
+        ]
+    else:  # untyped, or an unknown function or a wrong arity: call_function says which
+        args = [_untyped(x, q, inner) for x, q in zip(items, paths, strict=True)]
     try:
-        if "arg" in obj and "args" not in obj:
-            arg = _untyped(obj["arg"], json_path(path, "arg"), depth + 2)
-            return parse_extension_value(fn, arg)
-        if "args" in obj and "arg" not in obj:
-            p = json_path(path, "args")
-            items = obj["args"]
-            if not isinstance(items, list):
-                raise _Bad(p, f'"args" must be an array, found {json_kind(items)}')
-            args = [_untyped(x, json_path(p, i), depth + 3) for i, x in enumerate(items)]
-            return call_function(fn, args)
+        return call_function(fn, args)
     except ValueError as e:
         raise _Bad(path, f"invalid extension value: {e}") from None
-    raise _Bad(path, 'an extension value needs exactly one of "arg" and "args"')
+
+
+def _argument(v: object, param: str, path: str, depth: int) -> Value:
+    """An extension function's argument, read by its parameter type (a type name of
+    ``SIGNATURES``: ``String``, ``Long``, ``Bool`` or an extension type)."""
+    prim = _PRIMITIVES.get(param)
+    if prim is not None:
+        return _value(v, prim, path, None)
+    return _extension_value(v, cast(ExtName, param), path, depth)
+
+
+def _extension_value(v: object, name: ExtName, path: str, depth: int) -> Value:
+    """A value where the schema expects the extension type ``name``, in any of Cedar's
+    forms: ``{"__extn": {"fn", "arg" | "args"}}``, the call ``{"fn", "arg" | "args"}``
+    without the escape, or the constructor's argument alone (``"10.0.0.1"`` for ipaddr).
+    Anywhere else ``{"fn", "arg"}`` is a record."""
+    from polang.language.extensions import EXTENSION_CLASSES, parse_extension_value
+
+    if type(v) is str:
+        try:
+            return parse_extension_value(EXTENSION_CONSTRUCTORS[name], v)
+        except ValueError as e:
+            raise _Bad(path, f"invalid {name} value {_describe(v)}: {e}") from None
+    if not isinstance(v, dict) or not ("fn" in v or _is_escape(v, "__extn")):
+        raise _Bad(path, f"expected {name}, got {_describe(v)}")
+    if depth >= MAX_JSON_DEPTH:
+        raise _too_deep(path)
+    if "fn" in v:
+        value = _extension(v, path, depth, typed=True)
+    else:
+        value = _extension(v["__extn"], json_path(path, "__extn"), depth + 1, typed=True)
+    if type(value) is not EXTENSION_CLASSES[name]:
+        raise _Bad(path, f"expected {name}, got {type_name(value)}")
+    return value
 
 
 def _too_deep(path: str) -> _Bad:
@@ -246,7 +315,7 @@ def _untyped(v: object, path: str, depth: int = 0) -> Value:
     if _is_escape(obj, "__entity"):
         return _uid(obj, path)
     if _is_escape(obj, "__extn"):
-        return _extension(obj["__extn"], path, depth)
+        return _extension(obj["__extn"], json_path(path, "__extn"), depth + 1, typed=False)
     if _is_escape(obj, "__expr"):
         raise _Bad(path, 'the legacy `{"__expr": ...}` form is not supported')
     return RecordValue({k: _untyped(x, json_path(path, k), depth + 1) for k, x in obj.items()})
@@ -326,19 +395,7 @@ def _value(v: object, expected: SchemaType | None, path: str, schema: Schema | N
             _check_enum(uid, schema, path)
         return uid
     if isinstance(expected, ExtensionType):
-        from polang.language.extensions import EXTENSION_CLASSES, parse_extension_value
-
-        if t is str:
-            try:
-                return parse_extension_value(EXTENSION_CONSTRUCTORS[expected.name], v)
-            except ValueError as e:
-                raise _Bad(path, f"invalid {expected.name} value {_describe(v)}: {e}") from None
-        if isinstance(v, dict) and _is_escape(v, "__extn"):
-            value = _extension(v["__extn"], path)
-            if type(value) is not EXTENSION_CLASSES[expected.name]:
-                raise _Bad(path, f"expected {expected.name}, got {type_name(value)}")
-            return value
-        raise _mismatch(v, expected, path)
+        return _extension_value(v, expected.name, path, 0)
     # a record
     if not isinstance(v, dict) or _is_escape(v, "__entity") or _is_escape(v, "__extn"):
         raise _mismatch(v, expected, path)
@@ -399,9 +456,12 @@ def _build(
         raise _Bad(uid_path, f"entity type `{uid.type}` is not declared in the schema")
     _check_enum(uid, schema, uid_path)
     record = _record(attrs, et.shape, attrs_path, schema)
+    # As in Cedar, a parent may be of any type the schema's `in` makes an ancestor type
+    # (`Reservation in [Property]`, `Property in [Hotel]`: a Hotel parent too).
+    allowed_types = schema.ancestor_types(uid.type)
     for p, pp in parent_uids:
-        if p.type not in et.member_of:
-            allowed = ", ".join(f"`{m}`" for m in et.member_of) or "none"
+        if p.type not in allowed_types:
+            allowed = ", ".join(f"`{m}`" for m in sorted(allowed_types)) or "none"
             raise _Bad(
                 pp,
                 f"an entity of type `{uid.type}` cannot have a parent of type `{p.type}` "
@@ -536,6 +596,7 @@ def _uid_for_message(obj: object, key: str = "uid") -> EntityUID | None:
 
 _GIVE_UP = None
 _NO_TAGS: Any = object()
+_NO_PARENT_TYPES: frozenset[str] = frozenset()
 
 _VALID_TYPE_NAMES: set[str] = set()
 """Entity type names already found valid (``name_error`` is a regex per segment)."""
@@ -583,8 +644,9 @@ _EXT: tuple[dict[str, Any], dict[str, type]] | None = None
 
 
 def _fast_extension(x: Any, name: str) -> Any:
-    """An extension value from its string (schema-directed) or ``{"__extn": {"fn", "arg"}}``
-    with a string argument; anything else (or a bad argument) is the full parser's."""
+    """An extension value from its string (schema-directed), ``{"__extn": {"fn", "arg"}}``
+    or ``{"fn", "arg"}`` with a constructor and a string argument; anything else (or a bad
+    argument) is the full parser's."""
     global _EXT
     if _EXT is None:
         from polang.language.extensions import EXTENSION_CLASSES, FUNCTIONS
@@ -594,8 +656,8 @@ def _fast_extension(x: Any, name: str) -> Any:
     if type(x) is str:
         fn: Any = EXTENSION_CONSTRUCTORS[name]
         arg: Any = x
-    elif type(x) is dict and len(x) == 1:
-        inner = x.get("__extn")
+    elif type(x) is dict and (len(x) == 1 or len(x) == 2):
+        inner = x.get("__extn") if len(x) == 1 else x
         if type(inner) is not dict or len(inner) != 2:
             return None
         fn, arg = inner.get("fn"), inner.get("arg")
@@ -761,9 +823,10 @@ def _generic_entity(o: dict[str, Any], uid: EntityUID, schema: Schema) -> Entity
     if fields is None:
         return None
     parent_uids = set()
+    allowed_types = schema.ancestor_types(uid.type) if parents else _NO_PARENT_TYPES
     for p in parents:
         pu = _fast_uid(p)
-        if pu is None or pu.type not in et.member_of:
+        if pu is None or pu.type not in allowed_types:
             return None
         pet = schema.entity_type(pu.type)
         if pet is not None and pet.enum is not None:
@@ -1036,44 +1099,27 @@ def _check_acyclic(
     prefix: str,
     roots: Iterable[EntityUID] | None = None,
 ) -> None:
-    """The hierarchy must be a DAG (the language rejects an entity that is its own ancestor).
+    """The hierarchy must be a DAG (the language rejects an entity that is its own
+    ancestor) no deeper than ``MAX_HIERARCHY_DEPTH``.
 
-    ``roots``: where to start looking (every entity when ``None``); a cycle is found when
-    it is reachable from one of them."""
-    state: dict[EntityUID, int] = {}  # 1 = on the current path, 2 = done
-    for root in found if roots is None else roots:
-        if root in state:
-            continue
-        stack: list[tuple[EntityUID, Iterator[EntityUID]]] = [(root, iter(found[root][0].parents))]
-        state[root] = 1
-        while stack:
-            node, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                state[node] = 2
-                stack.pop()
-                continue
-            if nxt not in found:
-                continue
-            s = state.get(nxt)
-            if s == 1:
-                chain = [u for u, _ in stack]
-                cycle = [*chain[chain.index(nxt) :], nxt]
-                path = (
-                    json_path(found[nxt][1], "parents")
-                    if found[nxt][1].startswith("$")
-                    else found[nxt][1]
-                )
-                raise _entity_error(
-                    nxt,
-                    _Bad(
-                        path, "cycle in the entity hierarchy: " + " -> ".join(str(u) for u in cycle)
-                    ),
-                    prefix,
-                )
-            if s is None:
-                state[nxt] = 1
-                stack.append((nxt, iter(found[nxt][0].parents)))
+    ``roots``: where to start looking (every entity when ``None``); a cycle or a chain too
+    deep is found when it is reachable from one of them."""
+
+    def parents_of(uid: EntityUID) -> Iterable[EntityUID]:
+        entry = found.get(uid)
+        return () if entry is None else entry[0].parents
+
+    problem = check_hierarchy(found if roots is None else roots, parents_of, cycles=True)
+    if problem is None:
+        return
+    first = problem.chain[0] if problem.kind == "too_deep" else problem.chain[-1]
+    where = found[first][1]
+    path = json_path(where, "parents") if where.startswith("$") else where
+    if problem.kind == "cycle":
+        message = "cycle in the entity hierarchy: " + " -> ".join(str(u) for u in problem.chain)
+    else:
+        message = too_deep_message("entity hierarchy", problem.chain)
+    raise _entity_error(first, _Bad(path, message), prefix)
 
 
 def parse_entity_uid_json(obj: object, path: str = "$") -> EntityUID:

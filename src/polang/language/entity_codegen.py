@@ -298,7 +298,7 @@ def entity_converter(schema: Schema, type_name: str) -> EntityConverter:
     w.emit(1, "ps = set()")
     w.emit(1, "if parents is not _M:")
     w.emit(2, "if type(parents) is not list: return None")
-    allowed = sorted(m for m in et.member_of if w._plain_ref(m))
+    allowed = sorted(m for m in schema.ancestor_types(type_name) if w._plain_ref(m))
     if allowed:
         w.emit(2, "for p in parents:")
         if len(allowed) == 1:

@@ -18,12 +18,13 @@ import functools
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 from polang._record import Record
 from polang.errors import SchemaError
 from polang.jsonlimits import MAX_JSON_DEPTH, depth_of, too_deep
 from polang.language import lalr
+from polang.language.hierarchy import check_hierarchy, closure, too_deep_message
 from polang.language.lalr import Token, Tree
 from polang.language.values import EntityUID
 
@@ -327,41 +328,26 @@ class Schema(Record):
             return value
 
     def _type_closure(self) -> dict[str, frozenset[str]]:
-        edges = {n: set(d.member_of) for n, d in self.entity_types.items()}
-        return {n: frozenset(_reach(n, edges)) for n in edges}
+        types = self.entity_types
+        return closure(types, lambda n: types[n].member_of if n in types else ())
 
     def _type_inverse(self) -> dict[str, frozenset[str]]:
-        inverse: dict[str, set[str]] = {n: set() for n in self.entity_types}
-        for child, ancestors in self._cached("ancestor_types", self._type_closure).items():
-            for a in ancestors:
-                inverse.setdefault(a, set()).add(child)
-        return {n: frozenset(v) for n, v in inverse.items()}
+        children: dict[str, list[str]] = {n: [] for n in self.entity_types}
+        for n, d in self.entity_types.items():
+            for p in d.member_of:
+                children.setdefault(p, []).append(n)
+        return closure(children, children.__getitem__)
 
     def _action_closure(self) -> dict[EntityUID, frozenset[EntityUID]]:
-        edges = {u: set(a.member_of) for u, a in self.actions.items()}
-        return {u: frozenset(_reach(u, edges)) for u in edges}
+        actions = self.actions
+        return closure(actions, lambda u: actions[u].member_of if u in actions else ())
 
     def _action_inverse(self) -> dict[EntityUID, frozenset[EntityUID]]:
-        inverse: dict[EntityUID, set[EntityUID]] = {u: set() for u in self.actions}
-        for child, ancestors in self._cached("action_ancestors", self._action_closure).items():
-            for a in ancestors:
-                inverse.setdefault(a, set()).add(child)
-        return {u: frozenset(v) for u, v in inverse.items()}
-
-
-_N = TypeVar("_N")
-
-
-def _reach(start: _N, edges: dict[_N, set[_N]]) -> set[_N]:
-    """Everything reachable from ``start`` in one or more steps."""
-    seen: set[_N] = set()
-    todo = list(edges.get(start, ()))
-    while todo:
-        n = todo.pop()
-        if n not in seen:
-            seen.add(n)
-            todo.extend(edges.get(n, ()))
-    return seen
+        children: dict[EntityUID, list[EntityUID]] = {u: [] for u in self.actions}
+        for u, a in self.actions.items():
+            for p in a.member_of:
+                children.setdefault(p, []).append(u)
+        return closure(children, children.__getitem__)
 
 
 # ================================================================ names
@@ -790,7 +776,7 @@ class _Resolver:
         common_types = {fq: self._common(fq, c.loc, 0)[0] for fq, (_, c) in self.commons.items()}
         entity_types = {fq: self._entity_type(ns, fq, e) for fq, (ns, e) in self.entities.items()}
         actions = {uid: self._action(ns, uid, a) for uid, (ns, a) in self.actions.items()}
-        self._check_action_cycles(actions)
+        self._check_hierarchies(entity_types, actions)
         return Schema(
             entity_types=entity_types,
             actions=actions,
@@ -946,31 +932,40 @@ class _Resolver:
                 return c
         raise self.src.error(r.loc, f"undefined action `{candidates[0]}`")
 
-    def _check_action_cycles(self, actions: dict[EntityUID, ActionDef]) -> None:
-        state: dict[EntityUID, int] = {}  # 1 = on the current path, 2 = done
-        for root in actions:
-            if root in state:
-                continue
-            path: list[EntityUID] = [root]
-            iters = [iter(actions[root].member_of)]
-            state[root] = 1
-            while iters:
-                nxt = next(iters[-1], None)
-                if nxt is None:
-                    state[path.pop()] = 2
-                    iters.pop()
-                    continue
-                s = state.get(nxt)
-                if s == 1:
-                    cycle = [*path[path.index(nxt) :], nxt]
-                    raise self.src.error(
-                        self.actions[nxt][1].loc,
-                        "cycle in the action hierarchy: " + " -> ".join(str(u) for u in cycle),
-                    )
-                if s is None:
-                    state[nxt] = 1
-                    path.append(nxt)
-                    iters.append(iter(actions[nxt].member_of))
+    def _check_hierarchies(
+        self, entity_types: dict[str, EntityTypeDef], actions: dict[EntityUID, ActionDef]
+    ) -> None:
+        """Action groups may not form a cycle (entity types may: ``entity G in [G]``), and
+        neither hierarchy may be deeper than ``MAX_HIERARCHY_DEPTH``: their closures are
+        built in full (``Schema.ancestor_types``, the action entities' ancestors)."""
+
+        def type_parents(name: str) -> tuple[str, ...]:
+            et = entity_types.get(name)
+            return () if et is None else et.member_of
+
+        problem = check_hierarchy(entity_types, type_parents, cycles=False)
+        if problem is not None:
+            raise self.src.error(
+                self.entities[problem.chain[0]][1].loc,
+                too_deep_message("entity type hierarchy", problem.chain, lambda n: f"`{n}`"),
+            )
+
+        def action_parents(uid: EntityUID) -> tuple[EntityUID, ...]:
+            ad = actions.get(uid)
+            return () if ad is None else ad.member_of
+
+        found = check_hierarchy(actions, action_parents, cycles=True)
+        if found is None:
+            return
+        if found.kind == "cycle":
+            raise self.src.error(
+                self.actions[found.chain[-1]][1].loc,
+                "cycle in the action hierarchy: " + " -> ".join(str(u) for u in found.chain),
+            )
+        raise self.src.error(
+            self.actions[found.chain[0]][1].loc,
+            too_deep_message("action hierarchy", found.chain, lambda u: f"`{u}`"),
+        )
 
 
 def _builtin(name: str, kind: str) -> SchemaType | None:
@@ -992,11 +987,8 @@ def _undefined(r: _RName) -> str:
 
 
 def _unique(items: Any) -> list[Any]:
-    out: list[Any] = []
-    for x in items:
-        if x not in out:
-            out.append(x)
-    return out
+    """``items`` without repeats, in order (linear: a type may list thousands of parents)."""
+    return list(dict.fromkeys(items))
 
 
 # ================================================================ human-readable form

@@ -15,8 +15,8 @@ so the findings come out in source order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import ClassVar, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import ClassVar
 
 from polang._record import Record
 from polang.language import ast, extensions
@@ -86,7 +86,7 @@ class EntityInfo(Record):
     open: bool
     tags: Type | None
     enum: tuple[str, ...] | None
-    descendants: set[str]
+    descendants: frozenset[str]
 
     def __init__(
         self,
@@ -95,7 +95,7 @@ class EntityInfo(Record):
         open: bool,
         tags: Type | None,
         enum: tuple[str, ...] | None,
-        descendants: set[str],
+        descendants: frozenset[str],
     ) -> None:
         self.name = name
         self.attrs = attrs
@@ -109,7 +109,7 @@ class ActionInfo(Record):
     __slots__ = ("context", "descendants", "principals", "resources", "uid")
     _frozen: ClassVar[bool] = False
     uid: EntityUID
-    descendants: set[EntityUID]
+    descendants: frozenset[EntityUID]
     principals: tuple[str, ...]
     resources: tuple[str, ...]
     context: RecordType
@@ -117,7 +117,7 @@ class ActionInfo(Record):
     def __init__(
         self,
         uid: EntityUID,
-        descendants: set[EntityUID],
+        descendants: frozenset[EntityUID],
         principals: tuple[str, ...],
         resources: tuple[str, ...],
         context: RecordType,
@@ -163,10 +163,7 @@ class SchemaIndex:
 
     def __init__(self, schema: sm.Schema) -> None:
         self.schema = schema
-        children: dict[str, set[str]] = {}
-        for name, et in schema.entity_types.items():
-            for parent in et.member_of:
-                children.setdefault(parent, set()).add(name)
+        # the schema's closures, built once per schema (language/hierarchy.py)
         self.entities: dict[str, EntityInfo] = {}
         for name, et in schema.entity_types.items():
             self.entities[name] = EntityInfo(
@@ -175,17 +172,13 @@ class SchemaIndex:
                 open=False if et.enum is not None else et.shape.additional,
                 tags=None if (et.tags is None or et.enum is not None) else T.from_schema(et.tags),
                 enum=et.enum,
-                descendants=_closure(name, children),
+                descendants=schema.descendant_types(name),
             )
-        action_children: dict[EntityUID, set[EntityUID]] = {}
-        for auid, ad in schema.actions.items():
-            for aparent in ad.member_of:
-                action_children.setdefault(aparent, set()).add(auid)
         self.actions: dict[EntityUID, ActionInfo] = {}
         for auid, ad in schema.actions.items():
             self.actions[auid] = ActionInfo(
                 uid=auid,
-                descendants=_closure(auid, action_children),
+                descendants=schema.action_descendants(auid),
                 principals=ad.principal_types if ad.applies_to else (),
                 resources=ad.resource_types if ad.applies_to else (),
                 context=T.record_from_schema(ad.context),
@@ -224,21 +217,6 @@ class SchemaIndex:
         if is_action_type(uid.type):
             return T.entity(uid.type) if uid in self.actions else None
         return T.entity(uid.type) if uid.type in self.entities else None
-
-
-_K = TypeVar("_K")
-
-
-def _closure(start: _K, children: Mapping[_K, set[_K]]) -> set[_K]:
-    """Everything reachable from ``start`` (not itself, unless on a cycle)."""
-    out: set[_K] = set()
-    stack = list(children.get(start, ()))
-    while stack:
-        x = stack.pop()
-        if x not in out:
-            out.add(x)
-            stack.extend(children.get(x, ()))
-    return out
 
 
 # ---------------------------------------------------------------- answers
