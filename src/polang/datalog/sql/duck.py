@@ -10,7 +10,8 @@ writers, one batch at a time.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from polang.datalog.facts import EntityFacts, Request
 from polang.datalog.ir import Program
 from polang.errors import EvaluationError
 from polang.language.entities import Entity
+from polang.language.hierarchy import check_hierarchy, too_deep_message
 from polang.language.schema import Schema
 from polang.language.values import EntityUID, RecordValue
 
@@ -28,12 +30,15 @@ from .engine import (
     Fetched,
     Format,
     Job,
+    Output,
     SqlEngine,
     answer_schema,
+    is_sink,
 )
 from .lower import ANC, Layout
 from .plan import UDF_NAME, Population, is_action_type, read_program
 from .tables import SqlError, TableSpec, _Mismatch, convert, entity_uids, program_uids, table_spec
+from .types import any_surrogate, has_surrogate, sql_name, to_sql_text
 
 ANC_SQL = f"""
 CREATE OR REPLACE TABLE {ANC} AS
@@ -44,6 +49,31 @@ WITH RECURSIVE closure(eid, aeid) AS (
 )
 SELECT eid, aeid FROM closure
 """
+
+
+def build_closure(con: Any) -> None:
+    """``polang_anc`` from ``polang_parent``, once the parents are known to be at most
+    ``MAX_HIERARCHY_DEPTH`` deep: the closure of a chain grows with the square of its
+    depth (the in-process readers refuse such chains with the same walk and message)."""
+    rows = con.execute("SELECT eid, list(peid) FROM polang_parent GROUP BY eid").fetchall()
+    if rows:
+        parents: dict[int, list[int]] = dict(rows)
+        problem = check_hierarchy(parents, lambda e: parents.get(e, ()), cycles=False)
+        if problem is not None:
+            chain = problem.chain
+            uids = {
+                eid: EntityUID(t, i)
+                for eid, t, i in con.execute(
+                    "SELECT eid, type, id FROM polang_uid WHERE list_contains(?, eid)",
+                    [chain],
+                ).fetchall()
+            }
+            raise SqlError(
+                too_deep_message(
+                    "entity hierarchy", chain, lambda e: str(uids.get(e, f"entity #{e}"))
+                )
+            )
+    con.execute(ANC_SQL)
 
 
 DICTIONARY_PAGE_BYTES = 64 << 20
@@ -154,6 +184,22 @@ def connect(
     return duckdb.connect(database, config=config)
 
 
+@contextmanager
+def duckdb_errors(what: str, names: Mapping[str, str] | None = None) -> Iterator[None]:
+    """DuckDB's own errors (``duckdb.Error``: malformed input, a memory limit reached...)
+    as a :class:`SqlError` saying ``what`` failed, with DuckDB's first line (the paths
+    ``names`` maps written as the names the caller gave)."""
+    duckdb = _import_duckdb()
+    try:
+        yield
+    except duckdb.Error as e:
+        text = str(e).strip()
+        text = text.splitlines()[0] if text else type(e).__name__
+        for path, name in (names or {}).items():
+            text = text.replace(path, name)
+        raise SqlError(f"{what}: {text[:500]}") from None
+
+
 class DuckRunner:
     """Runs the integer queries; uids and policy ids are decoded with Arrow ``take`` (in
     order, no join, no strings in DuckDB's sort)."""
@@ -169,18 +215,30 @@ class DuckRunner:
         self.policy_ids: list[str] = []
         self._arrays: tuple[Any, Any, Any] | None = None
         self._codes: tuple[Any, Any] | None = None
+        self._unwritable: Any = None
+        """Per eid, whether its uid has a lone surrogate (None: no uid has one)."""
+        self._bad_policy: str | None = None
 
     def _uid_arrays(self) -> tuple[Any, Any, Any]:
         import pyarrow as pa
 
         if self._arrays is None:
             if self.uids:
-                types = pa.array([u.type for u in self.uids], pa.string())
-                ids = pa.array([u.id for u in self.uids], pa.string())
+                tl, il = [u.type for u in self.uids], [u.id for u in self.uids]
+                if any_surrogate(tl) or any_surrogate(il):  # Arrow holds UTF-8 only
+                    import numpy as np
+
+                    self._unwritable = np.array(
+                        [has_surrogate(u.type) or has_surrogate(u.id) for u in self.uids]
+                    )
+                    tl, il = _names(tl), _names(il)
+                types, ids = pa.array(tl, pa.string()), pa.array(il, pa.string())
             else:  # the numbering lives in DuckDB (entities read from files)
                 t = self.con.sql("SELECT type, id FROM polang_uid ORDER BY eid").to_arrow_table()
                 types, ids = t.column("type").combine_chunks(), t.column("id").combine_chunks()
-            self._arrays = (types, ids, pa.array(self.policy_ids, pa.string()))
+            self._bad_policy = next((x for x in self.policy_ids if has_surrogate(x)), None)
+            pols = pa.array([sql_name(x) for x in self.policy_ids], pa.string())
+            self._arrays = (types, ids, pols)
         return self._arrays
 
     def _type_codes(self) -> tuple[Any, Any]:
@@ -215,7 +273,8 @@ class DuckRunner:
         return made if inv is None else [made[k] for k in inv.tolist()]
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:
-        return list(self.con.execute(sql).fetchall())
+        with duckdb_errors("DuckDB could not run the query"):
+            return list(self.con.execute(sql).fetchall())
 
     def _batches(self, job: Job) -> Iterator[Any]:
         """The job's rows as Arrow batches, ordered by (r, p)."""
@@ -303,7 +362,8 @@ class DuckRunner:
                 del pairs
 
     def rows(self, job: Job, reasons: bool) -> Fetched:
-        batches = list(self._batches(job))
+        with duckdb_errors("DuckDB could not run the query"):
+            batches = list(self._batches(job))
         n = sum(b.num_rows for b in batches)
 
         def decode() -> Iterator[Columns]:
@@ -338,6 +398,7 @@ class DuckRunner:
         import pyarrow.compute as pc
 
         types, ids, pols = self._uid_arrays()
+        self._check_writable(batch, action, reasons)
         n = batch.num_rows
         p, r = batch.column("p"), batch.column("r")
         dec = batch.column("decision")
@@ -349,16 +410,16 @@ class DuckRunner:
             zeros = pa.array(np.zeros(n, dtype=np.int32))
             p_t, r_t = _type_column(pn, codes, names, zeros), _type_column(rn, codes, names, zeros)
             p_i, r_i = _compact(pn, ids), _compact(rn, ids)
-            a_t = d(zeros, pa.array([action.type], pa.string()))
-            a_i = d(zeros, pa.array([action.id], pa.string()))
+            a_t = d(zeros, pa.array([sql_name(action.type)], pa.string()))
+            a_i = d(zeros, pa.array([sql_name(action.id)], pa.string()))
             if not pa.types.is_dictionary(dec.type):
                 dec = dec.dictionary_encode()
         else:
             if pa.types.is_dictionary(dec.type):
                 dec = dec.dictionary_decode()
             p_t, p_i, r_t, r_i = types.take(p), ids.take(p), types.take(r), ids.take(r)
-            a_t = pa.repeat(pa.scalar(action.type, pa.string()), n)
-            a_i = pa.repeat(pa.scalar(action.id, pa.string()), n)
+            a_t = pa.repeat(pa.scalar(sql_name(action.type), pa.string()), n)
+            a_i = pa.repeat(pa.scalar(sql_name(action.id), pa.string()), n)
         cols = {
             "principal_type": p_t,
             "principal_id": p_i,
@@ -376,12 +437,37 @@ class DuckRunner:
                 cols[name] = pc.binary_join(named, " ") if fmt == "csv" else named
         return pa.record_batch(cols)
 
-    def write(self, jobs: Sequence[Job], target: str | Path, fmt: Format, reasons: bool) -> int:
+    def _check_writable(self, batch: Any, action: EntityUID, reasons: bool) -> None:
+        """An answer as Arrow (files, ``to_arrow``) holds UTF-8 text only: one that would
+        hold a uid (or, with reasons, a policy id) with a lone surrogate is refused, never
+        written otherwise. (The answer's entries hold such a uid as it is.)"""
+        bad = None
+        if self._unwritable is not None:
+            for side in ("p", "r"):
+                eids = batch.column(side).to_numpy(zero_copy_only=False)
+                hit = self._unwritable[eids]
+                if hit.any():
+                    bad = f"the entity {self.uids[int(eids[hit.argmax()])]}"
+                    break
+        if bad is None and (has_surrogate(action.type) or has_surrogate(action.id)):
+            bad = f"the action {action}"
+        if bad is None and reasons and self._bad_policy is not None:
+            bad = f"the policy {json.dumps(self._bad_policy)}"
+        if bad is not None:
+            raise SqlError(
+                f"the answer holds {bad}, whose text has a lone surrogate: Arrow, and so a "
+                "Parquet, CSV or JSON-lines answer, holds UTF-8 text only (read the "
+                "answer's entries instead)"
+            )
+
+    def write(self, jobs: Sequence[Job], target: Output, fmt: Format, reasons: bool) -> int:
         """Every job's rows to the file ``target``, a batch at a time: DuckDB computes the
         next batch (in a thread of its own, see :meth:`_written_batches`) while this thread
         orders the last one's pairs and a writer thread decodes and writes the one before
-        (at most two record batches wait, so memory stays flat in the answer's size)."""
-        path = Path(target)
+        (at most two record batches wait, so memory stays flat in the answer's size).
+        ``target`` an ``AnswerSink``: the decoded batches are handed to it instead."""
+        sink = target if is_sink(target) else None
+        path = Path(str(target)) if sink is None else Path()
         import queue
         import threading
 
@@ -401,6 +487,9 @@ class DuckRunner:
                     if failed:
                         continue  # drain: the producer must not block on a full queue
                     raw, action = item
+                    if sink is not None:  # plain columns, lists of policy ids
+                        sink.write_batch(self._decode(raw, action, reasons, "jsonl"))
+                        continue
                     batch = self._decode(raw, action, reasons, fmt)
                     if fmt == "jsonl":
                         if text is None:
@@ -437,17 +526,22 @@ class DuckRunner:
         thread = threading.Thread(target=writer_loop, name="polang-sql-writer", daemon=True)
         thread.start()
         try:
-            for raw, action in self._written_batches(jobs):
-                if failed:
-                    break
-                todo.put((raw, action))
-                total += raw.num_rows
+            with duckdb_errors("DuckDB could not run the query"):
+                for raw, action in self._written_batches(jobs):
+                    if failed:
+                        break
+                    todo.put((raw, action))
+                    total += raw.num_rows
         finally:
             todo.put(None)
             thread.join()
         if failed:
+            import pyarrow as pa
+
+            if sink is None and isinstance(failed[0], OSError | pa.ArrowException):
+                raise SqlError(f"cannot write the answer to {target}: {failed[0]}") from None
             raise failed[0]
-        if total == 0:  # an empty answer still makes a file, with the columns
+        if total == 0 and sink is None:  # an empty answer still makes a file, with the columns
             self._write_empty(path, fmt, reasons)
         return total
 
@@ -542,7 +636,12 @@ def load_entities(
             tv = []
             for e in rows:
                 try:
-                    tv.append([(k, convert(tbl.tags, v, eid)) for k, v in sorted(e.tags.items())])
+                    tv.append(
+                        [
+                            (to_sql_text(k), convert(tbl.tags, v, eid))
+                            for k, v in sorted(e.tags.items())
+                        ]
+                    )
                 except _Mismatch:
                     raise SqlError(
                         f"entity {e.uid}: a tag does not have the type {tbl.tags}"
@@ -556,8 +655,8 @@ def load_entities(
         pa.table(
             {
                 "eid": pa.array(range(len(uids)), pa.int32()),
-                "type": pa.array([u.type for u in uids], pa.string()),
-                "id": pa.array([u.id for u in uids], pa.string()),
+                "type": pa.array(_names([u.type for u in uids]), pa.string()),
+                "id": pa.array(_names([u.id for u in uids]), pa.string()),
                 "stored": pa.array([u in stored for u in uids], pa.bool_()),
             }
         ),
@@ -573,8 +672,13 @@ def load_entities(
             }
         ),
     )
-    con.execute(ANC_SQL)
+    build_closure(con)
     return loaded
+
+
+def _names(texts: list[str]) -> list[str]:
+    """Uid strings as SQL holds them (:func:`types.sql_name`; one search when none needs it)."""
+    return [sql_name(x) for x in texts] if any_surrogate(texts) else texts
 
 
 def _create(con: Any, name: str, table: Any) -> None:
@@ -610,11 +714,12 @@ class DuckDBEngine(SqlEngine):
         self.con = con if con is not None else connect(threads=threads, memory_limit=memory_limit)
         facts = entities if isinstance(entities, EntityFacts) else EntityFacts(entities)
         self.facts = facts
-        loaded = load_entities(self.con, facts.entities, schema, program)
+        with duckdb_errors("DuckDB could not load the entities"):
+            loaded = load_entities(self.con, facts.entities, schema, program)
         self.loaded = loaded
         action_anc = schema.action_ancestors if schema is not None else facts.ancestors_of
         pop = Population(
-            Layout(loaded.spec.tables, loaded.eid_exp),
+            Layout(loaded.spec.tables, loaded.eid_exp, to_sql_text),
             loaded.stored_types,
             _actions(
                 schema,

@@ -28,7 +28,7 @@ from polang.language.schema import Schema
 from polang.language.values import EntityUID, RecordValue, SetValue
 
 from .lower import EntityTable
-from .types import BOOL, LONG, STR, Ty, from_schema, unsupported
+from .types import BOOL, LONG, STR, Ty, from_schema, to_sql_text, unsupported
 
 
 class SqlError(PolangError):
@@ -228,7 +228,7 @@ def convert(ty: Ty, v: Any, eid: dict[EntityUID, int]) -> Any:
     if k == "long" and t is int:
         return v
     if k == "str" and t is str:
-        return v
+        return v if v.isascii() else to_sql_text(v)  # as constants are written
     if k == "bool" and t is bool:
         return v
     if k == "entity" and t is EntityUID and (not ty.name or v.type == ty.name):

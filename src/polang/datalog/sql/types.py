@@ -20,6 +20,7 @@ and a policy that reads it is run as a UDF or reported as conditional.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,6 +146,70 @@ def arrow_type(t: Ty) -> Any:
     if t.kind == "record":
         return pa.struct([(f, arrow_type(ft)) for _a, f, ft, _r in t.fields])
     raise ValueError(f"no arrow type for {t}")
+
+
+# ---------------------------------------------------------------- strings held in SQL
+
+# A lone surrogate (U+D800-U+DFFF) is a Python string character that UTF-8, and so DuckDB,
+# Arrow and Spark, cannot hold. Strings entering SQL (loaded values, ids, constants) are
+# written with a prefix code: each such character becomes three characters of Unicode's
+# last private-use plane, a lead (U+10F000) and two of 64 continuation characters
+# (U+10F001-U+10F040); the lead and the continuations themselves are written the same
+# way, so the code is one-to-one, and every other character stays as it is. A lead only
+# ever starts a code word, so a literal piece of a ``like`` pattern, written the same
+# way, matches exactly where the original matches: equality, sets and ``like`` answer
+# as in process.
+_LEAD = 0x10F000
+_CONT = _LEAD + 1
+_SPECIAL = re.compile("[\ud800-\udfff\U0010f000-\U0010f040]")
+_CODED = re.compile("\U0010f000[\U0010f001-\U0010f040]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _code(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    i = c - 0xD800 if c < 0xE000 else 2048 + c - _LEAD
+    return chr(_LEAD) + chr(_CONT + i // 64) + chr(_CONT + i % 64)
+
+
+def _uncode(m: re.Match[str]) -> str:
+    w = m.group()
+    i = (ord(w[1]) - _CONT) * 64 + ord(w[2]) - _CONT
+    return chr(0xD800 + i if i < 2048 else _LEAD + i - 2048)
+
+
+def to_sql_text(s: str) -> str:
+    """``s`` as SQL holds it (valid UTF-8; see above): ``s`` itself unless it has a lone
+    surrogate or a character of U+10F000-U+10F040."""
+    return _SPECIAL.sub(_code, s) if _SPECIAL.search(s) else s
+
+
+def from_sql_text(s: str) -> str:
+    """The string :func:`to_sql_text` wrote as ``s``."""
+    return _CODED.sub(_uncode, s) if chr(_LEAD) in s else s
+
+
+def needs_coding(texts: list[str]) -> bool:
+    """Whether some string of ``texts`` is changed by :func:`to_sql_text` (one search
+    over them all: a million ids take a few milliseconds)."""
+    return _SPECIAL.search("\x00".join(texts)) is not None
+
+
+def has_surrogate(s: str) -> bool:
+    """Whether ``s`` holds a lone surrogate (which SQL text cannot carry as it is)."""
+    return _SURROGATE.search(s) is not None
+
+
+def any_surrogate(texts: list[str]) -> bool:
+    """Whether some string of ``texts`` holds a lone surrogate (one search over them all)."""
+    return _SURROGATE.search("\x00".join(texts)) is not None
+
+
+def sql_name(s: str) -> str:
+    """An entity id or a policy id as SQL holds it: as it is (the answers write it), or
+    :func:`to_sql_text` when it has a lone surrogate, which no answer file can hold
+    (queries compare uids by number, never by these strings)."""
+    return to_sql_text(s) if _SURROGATE.search(s) else s
 
 
 # ---------------------------------------------------------------- dialect functions
