@@ -49,7 +49,16 @@ def test_matrix_streams_parquet_that_reads_back_as_the_in_process_rows(
 ) -> None:
     out = tmp_path / "m.parquet"
     code, stdout, err = run(
-        capsys, "matrix", *BASE, "--engine", "duckdb", "--format", "parquet", "--output", str(out)
+        capsys,
+        "matrix",
+        *BASE,
+        "--engine",
+        "duckdb",
+        "--format",
+        "parquet",
+        "--output",
+        str(out),
+        "--split-uids",
     )
     assert (code, stdout) == (0, ""), err
     assert "wrote" in err
@@ -74,10 +83,20 @@ def test_matrix_streams_parquet_that_reads_back_as_the_in_process_rows(
 
 
 def test_csv_output_file_on_duckdb(capsys: Capsys, tmp_path: Path) -> None:
+    """A file has the columns of the printed answer (uids as text), or with
+    ``--split-uids`` each uid as its type and id."""
     out = tmp_path / "m.csv"
     code, stdout, err = run(
         capsys, "matrix", *BASE, "--engine", "duckdb", "--format", "csv", "--output", str(out)
     )
+    assert (code, stdout) == (0, ""), err
+    rows = _csv_rows(out.read_text())
+    assert rows[0] == ["principal", "action", "resource", "decision", "policies", "residual"]
+    assert rows[1][:4] == [ALICE, READ, ROADMAP, "allow"] and rows[1][4]
+    code, stdout, err = run(
+        capsys, "matrix", *BASE, "--engine", "duckdb", "--format", "csv", "--output", str(out),
+        "--split-uids",
+    )  # fmt: skip
     assert (code, stdout) == (0, ""), err
     rows = _csv_rows(out.read_text())
     assert rows[0][:2] == ["principal_type", "principal_id"]
@@ -125,7 +144,8 @@ def test_entity_files_are_read_by_duckdb(capsys: Capsys, tmp_path: Path) -> None
     [
         (["--engine", "sqlite"], "error: --engine 'sqlite': expected one of"),
         (["--engine", "duckdb", "--format", "parquet"], "error: --format parquet writes a file"),
-        (["--format", "parquet", "--output", "x.parquet"], "error: --format parquet needs"),
+        (["--format", "jsonl", "--split-uids"], "error: --split-uids: csv and parquet"),
+        (["--format", "csv", "--output", "s3a://b/m.csv"], "error: --output s3a://b/m.csv: "),
         (["--engine", "duckdb", "--limit", "1"], "error: --limit and --cursor"),
     ],
 )
@@ -189,3 +209,142 @@ def test_rules_sql_prints_each_dialect_and_needs_a_schema(capsys: Capsys, tmp_pa
     # without --sql, rules still prints Datalog
     code, out, _ = run(capsys, "rules", policy)
     assert code == 0 and "policy(" in out
+
+
+def test_rules_sql_comments_cannot_be_left_by_ids_or_names(capsys: Capsys, tmp_path: Path) -> None:
+    # policy ids, an attribute name and an action id that break lines every way there is;
+    # the policies cannot be SQL, so their ids and the reason (naming the attribute) are
+    # printed in comments. Run in DuckDB, the printed SQL is SELECTs that create nothing.
+    from polang.datalog.authorizer import Authorizer
+    from polang.datalog.sql import sql_engine
+    from polang.language.entities import parse_entities
+    from polang.language.parser import parse_policies
+    from polang.language.schema import parse_schema
+
+    schema_text = (
+        'entity User; entity Doc { ip: ipaddr, "k\\nCREATE TABLE pwned_k(a int);": ipaddr };\n'
+        'action "read\\nCREATE TABLE pwned_a(a int);" '
+        "appliesTo { principal: User, resource: Doc };\n"
+    )
+    policy_text = (
+        '@id("ip\\n-- evil\\rCREATE TABLE pwned_r(a int); -- */ /* '
+        "\\u{2028}CREATE TABLE pwned_ls(a int);\\u{85}CREATE TABLE pwned_nel(a int);"
+        "\\u{9b}\\u{202e}\\n'); CREATE TABLE pwned_q(a int); --\")\n"
+        'permit (principal, action, resource) when { resource.ip.isInRange(ip("10.0.0.0/8")) };\n'
+        '@id("n\\nCREATE TABLE pwned_n(a int);")\n'
+        "permit (principal, action, resource) when "
+        '{ resource["k\\nCREATE TABLE pwned_k(a int);"].isLoopback() };\n'
+    )
+    (tmp_path / "s.polangschema").write_text(schema_text, encoding="utf-8")
+    (tmp_path / "p.polang").write_text(policy_text, encoding="utf-8")
+    schema = parse_schema(schema_text, "s.polangschema")
+    authorizer = Authorizer({p.policy_id: p for p in parse_policies(policy_text, "p.polang")})
+    ip = {"__extn": {"fn": "ip", "arg": "10.0.0.1"}}
+    doc = {"ip": ip, "k\nCREATE TABLE pwned_k(a int);": ip}
+    ents = parse_entities(
+        [
+            {"uid": {"type": "User", "id": "u"}, "attrs": {}},
+            {"uid": {"type": "Doc", "id": "d"}, "attrs": doc},
+        ],
+        schema,
+    )
+    eng = sql_engine(authorizer, [*schema.action_entities(), *ents], schema)
+    con = eng.con
+
+    def tables() -> list[str]:
+        return sorted(
+            r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+        )
+
+    before = tables()
+    code, printed, err = run(
+        capsys,
+        "rules",
+        str(tmp_path / "p.polang"),
+        "--schema",
+        str(tmp_path / "s.polangschema"),
+        "--sql",
+    )
+    assert code == 0, err
+    for sql in (printed, eng.sql_text()):  # `rules --sql` and the engine's own printer
+        con.execute(sql)
+        assert tables() == before  # nothing created
+        assert {s.type for s in duckdb.extract_statements(sql)} == {duckdb.StatementType.SELECT}
+        assert sql.splitlines() == sql.split("\n")[:-1]  # no line break but the printer's
+        comments = [line for line in sql.splitlines() if line.startswith("--")]
+        assert len(comments) == 3 and sql.count("pwned_r") == 1  # the action, two policies
+    assert "pwned" not in " ".join(before)
+    eng.close()
+
+
+def _answer_inputs(tmp_path: Path) -> list[str]:
+    """Policies whose ids are not in alphabetical order, two permits granting the same
+    entries, a forbid, and ids that need quoting in CSV (a comma, quotes, non-ASCII)."""
+    policies = tmp_path / "p.polang"
+    policies.write_text(
+        '@id("z-owner") permit(principal, action == Action::"view", resource) '
+        "when { resource.owner == principal };\n"
+        '@id("a-dept") permit(principal, action == Action::"view", resource) '
+        "when { resource.dept == principal.dept };\n"
+        '@id("m-edit") permit(principal is User, action == Action::"edit", resource is Doc);\n'
+        '@id("b-archived") forbid(principal, action == Action::"edit", resource) '
+        "when { resource.archived };\n",
+        encoding="utf-8",
+    )
+    users = ["alice", 'o\'neil, "jr"', "zoë"]
+    ents: list[dict[str, object]] = [
+        {"uid": {"type": "User", "id": u}, "attrs": {"dept": "eng" if i < 2 else "ops"}}
+        for i, u in enumerate(users)
+    ]
+    for i, d in enumerate(["d1", "d,2", "d3"]):
+        attrs = {"owner": {"__entity": {"type": "User", "id": users[i]}}, "dept": "eng"}
+        ents.append({"uid": {"type": "Doc", "id": d}, "attrs": {**attrs, "archived": i == 2}})
+    entities = tmp_path / "e.json"
+    entities.write_text(json.dumps(ents), encoding="utf-8")
+    return ["--policies", str(policies), "--entities", str(entities), "--context", "{}"]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "split"),
+    [("csv", False), ("csv", True), ("jsonl", False), ("parquet", False), ("parquet", True)],
+)
+def test_an_answer_file_is_the_same_bytes_whatever_the_engine(
+    capsys: Capsys, tmp_path: Path, fmt: str, split: bool
+) -> None:
+    """matrix, who-can and what-can written by DuckDB are the in-process files, byte for
+    byte: the same columns, quoting, order and policies (in the program's order)."""
+    inputs = _answer_inputs(tmp_path)
+    view = 'Action::"view"'
+    commands = {
+        "matrix": ["matrix"],
+        "who-can": ["who-can", "--action", view, "--resource", 'Doc::"d1"'],
+        "what-can": ["what-can", "--principal", 'User::"alice"'],
+    }
+    extra = ["--split-uids"] if split else []
+    for name, command in commands.items():
+        files = {}
+        for engine in ("in-process", "duckdb"):
+            out = tmp_path / f"{name}-{engine}.{fmt}"
+            argv = [*command, *inputs, "--format", fmt, "--output", str(out), *extra]
+            code, stdout, err = run(capsys, *argv, "--engine", engine)
+            assert (code, stdout) == (0, ""), err
+            files[engine] = out.read_bytes()
+        assert files["duckdb"] == files["in-process"], name
+        if fmt == "csv" and not split:
+            code, printed, _ = run(capsys, *command, *inputs, "--format", fmt, "--engine", "duckdb")
+            assert printed.encode() == files["in-process"]  # stdout: the same bytes
+    if fmt == "csv":
+        rows = _csv_rows((tmp_path / "matrix-duckdb.csv").read_text(encoding="utf-8"))
+        cols = 9 if split else 6
+        assert {len(r) for r in rows} == {cols}
+        assert sorted({r[cols - 2] for r in rows if " " in r[cols - 2]}) == ["z-owner a-dept"]
+        ids = {r[1] for r in rows} if split else {r[0] for r in rows}
+        assert ('o\'neil, "jr"' if split else 'User::"o\'neil, \\"jr\\""') in ids
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(tmp_path / "matrix-duckdb.parquet")
+        assert table.column_names[:2] == (
+            ["principal_type", "principal_id"] if split else ["principal", "action"]
+        )
+        assert table.num_rows > 3

@@ -14,28 +14,27 @@ from polang.cli._common import (
     add_command,
     add_inputs,
     context_arg,
+    echo,
     load_inputs,
     output_console,
     progress_bar,
     uid,
 )
+from polang.cli.answers import WRITTEN, AnswerWriter, SqlRow
+from polang.cli.answers import residual_text as _residual_text
 from polang.errors import RequestError
 
 # ---------------------------------------------------------------- queries
 
 
-def _residual_text(entry: Any) -> str:
-    return "; ".join(
-        f"{r}: (conditional in SQL)"  # a SQL answer names the policy only
-        if isinstance(r, str)
-        else f"{r.effect} {r.policy_id}: " + (" and ".join(r.conditions) or "(scope)")
-        for r in entry.residuals
-    )
-
-
 def _print_table(result: Any, columns: list[str], out: TextIO | None = None) -> None:
     from rich.table import Table
     from rich.text import Text
+
+    from polang.language.values import printable
+
+    def cell(s: str) -> Text:
+        return Text(printable(s))  # ids are data: never markup, never control characters
 
     table = Table(show_lines=False)
     for c in columns:
@@ -43,11 +42,11 @@ def _print_table(result: Any, columns: list[str], out: TextIO | None = None) -> 
     table.add_column("decision")
     table.add_column("policies", overflow="fold")
     for e in result.iter_entries():
-        cells = [Text(str(getattr(e, c))) for c in columns]  # ids are data, not markup
+        cells = [cell(str(getattr(e, c))) for c in columns]
         if e.decision == "allow":
-            table.add_row(*cells, Text("allow", "green"), Text(", ".join(e.reasons)))
+            table.add_row(*cells, Text("allow", "green"), cell(", ".join(e.reasons)))
         else:
-            table.add_row(*cells, Text("conditional", "yellow"), Text(_residual_text(e)))
+            table.add_row(*cells, Text("conditional", "yellow"), cell(_residual_text(e)))
     console = output_console(out)
     console.print(table)
     _print_footer(result, console)
@@ -83,35 +82,18 @@ def _write_json(result: Any, out: TextIO) -> None:
     out.write("\n], " + json.dumps(tail)[1:] + "\n")
 
 
-def _write_csv(result: Any, out: TextIO) -> None:
-    import csv
-
-    w = csv.writer(out)
-    w.writerow(["principal", "action", "resource", "decision", "policies", "residual"])
-    for e in result.iter_entries():
-        w.writerow(
-            [
-                str(e.principal),
-                str(e.action),
-                str(e.resource),
-                e.decision,
-                " ".join(e.reasons),
-                _residual_text(e),
-            ]
-        )
-    if result.next_cursor:
-        print(f"more: --cursor {result.next_cursor}", file=sys.stderr)
-
-
-def _write_jsonl(result: Any, out: TextIO) -> None:
-    for e in result.iter_entries():
-        out.write(json.dumps(e.to_dict()) + "\n")
-    if result.next_cursor:
-        print(f"more: --cursor {result.next_cursor}", file=sys.stderr)
-
-
-def _emit(result: Any, fmt: str, columns: list[str], output: str | None = None) -> int:
-    """The answer on stdout, or in the ``--output`` file."""
+def _emit(
+    result: Any, fmt: str, columns: list[str], output: str | None = None, split: bool = False
+) -> int:
+    """The answer on stdout, or in the ``--output`` file; csv, jsonl and parquet through
+    the one ``AnswerWriter`` every engine writes with."""
+    if fmt in WRITTEN:
+        writer = AnswerWriter(fmt, output, split=split)
+        writer.write(result.iter_entries())
+        writer.close()
+        if result.next_cursor:
+            echo(f"more: --cursor {result.next_cursor}", file=sys.stderr)
+        return 0
     if output is not None:
         with open(output, "w", encoding="utf-8", newline="") as f:
             _emit_to(result, fmt, columns, f)
@@ -123,10 +105,6 @@ def _emit(result: Any, fmt: str, columns: list[str], output: str | None = None) 
 def _emit_to(result: Any, fmt: str, columns: list[str], out: TextIO) -> None:
     if fmt == "json":
         _write_json(result, out)
-    elif fmt == "csv":
-        _write_csv(result, out)
-    elif fmt == "jsonl":
-        _write_jsonl(result, out)
     else:
         _print_table(result, columns, out)
 
@@ -148,8 +126,16 @@ def _check_engine(args: argparse.Namespace) -> list[str]:
         raise RequestError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
     if args.format == "parquet" and args.output is None:
         raise RequestError("--format parquet writes a file: give --output FILE")
-    if engine == "in-process" and args.format == "parquet":
-        raise RequestError("--format parquet needs --engine duckdb or spark")
+    if args.split_uids and args.format not in ("csv", "parquet"):
+        raise RequestError(
+            "--split-uids: csv and parquet columns only (jsonl and json entries give each "
+            'uid as {"type", "id"})'
+        )
+    if args.output is not None and "://" in args.output:
+        raise RequestError(
+            f"--output {args.output}: the command writes a local file; a SQL engine writes "
+            "to cluster storage from Python (docs/sql.md: access_matrix(output=URL))"
+        )
     if engine != "in-process" and (args.limit is not None or args.cursor is not None):
         raise RequestError("--limit and --cursor page the in-process engine only")
     files = [f for f in args.entities or () if f.lower().endswith(FILE_SUFFIXES)]
@@ -180,28 +166,6 @@ def _sql_package(engine: str) -> Any:
     return sql
 
 
-class _SqlRow:
-    """A ``SqlEntry`` shown like an in-process entry (its residuals are policy ids)."""
-
-    __slots__ = ("action", "decision", "principal", "reasons", "residuals", "resource")
-
-    def __init__(self, e: Any) -> None:
-        self.principal, self.action, self.resource = e.principal, e.action, e.resource
-        self.decision, self.reasons, self.residuals = e.decision, e.reasons, e.residuals
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "principal": self.principal.to_json(),
-            "action": self.action.to_json(),
-            "resource": self.resource.to_json(),
-            "decision": self.decision,
-            "reasons": list(self.reasons),
-        }
-        if self.residuals:
-            out["residuals"] = [{"policy_id": r} for r in self.residuals]
-        return out
-
-
 class _SqlAnswer:
     """A ``SqlResult`` with the face ``_emit`` prints (one page: no cursor)."""
 
@@ -215,7 +179,7 @@ class _SqlAnswer:
         self.stats = result.stats
 
     def iter_entries(self) -> Any:
-        return (_SqlRow(e) for e in self.result.iter_entries())
+        return (SqlRow.of(e) for e in self.result.iter_entries())
 
     def __len__(self) -> int:
         return len(self.result)
@@ -229,7 +193,10 @@ def _run_sql(
     columns: list[str],
 ) -> int | None:
     """Answer on ``--engine`` (``query(engine, output, format, reasons)``); ``None`` when
-    SQL cannot answer as asked (``SqlFallback``): the caller answers in process."""
+    SQL cannot answer as asked (``SqlFallback``): the caller answers in process.
+
+    csv, jsonl and parquet are written by the ``AnswerWriter`` the in-process answer is
+    written with, handed the engine's batches as they come (the query's ``output``)."""
     engine = args.engine
     sql = _sql_package(engine)
     try:
@@ -241,14 +208,15 @@ def _run_sql(
             files=files or None,
         )
         try:
-            stream = args.output is not None and args.format in sql.FORMATS
+            writer = None
+            if args.format in WRITTEN:
+                writer = AnswerWriter(args.format, args.output, split=args.split_uids)
             try:
-                if stream:
-                    result = query(eng, args.output, args.format, False)
-                else:
-                    result = query(eng, None, "parquet", True)
-            except sql.SqlFallback as e:
-                print(f"note: answered in process: {e}", file=sys.stderr)
+                result = query(eng, writer, "parquet", True)
+                if writer is not None:
+                    writer.close()
+            except sql.SqlFallback as e:  # raised before any row: nothing was written
+                echo(f"note: answered in process: {e}", file=sys.stderr)
                 return None
         finally:
             close = getattr(eng, "close", None)
@@ -262,14 +230,15 @@ def _run_sql(
     conditional = [f for f in result.fallbacks if f.how == "conditional"]
     if conditional:
         f = conditional[0]
-        print(
+        echo(
             f"note: {len(conditional)} policy branch(es) are conditional in SQL "
             f"(e.g. {f.policy_id}: {f.reason})",
             file=sys.stderr,
         )
-    if stream:
-        n = result.stats.rows
-        print(f"wrote {n} row{'' if n == 1 else 's'} to {args.output}", file=sys.stderr)
+    if writer is not None:
+        if args.output is not None:
+            n = result.stats.rows
+            echo(f"wrote {n} row{'' if n == 1 else 's'} to {args.output}", file=sys.stderr)
         return 0
     return _emit(_SqlAnswer(result, engine), args.format, columns, args.output)
 
@@ -278,7 +247,7 @@ def _note_missing(inputs: Any, uid: Any, what: str) -> None:
     """A query about an entity nobody supplied still runs (policies may not read it), but
     an empty answer must not look like a real one: say so on stderr."""
     if inputs.missing(uid):
-        print(
+        echo(
             f"note: {what} {uid} is not in the store's entities or the --entities files "
             f"(give its data with --{what} FILE or --entities)",
             file=sys.stderr,
@@ -318,7 +287,7 @@ def cmd_who_can(args: argparse.Namespace) -> int:
         limit=args.limit,
         cursor=args.cursor,
     )
-    return _emit(result, args.format, ["principal"], args.output)
+    return _emit(result, args.format, ["principal"], args.output, args.split_uids)
 
 
 def cmd_what_can(args: argparse.Namespace) -> int:
@@ -360,7 +329,7 @@ def cmd_what_can(args: argparse.Namespace) -> int:
         limit=args.limit,
         cursor=args.cursor,
     )
-    return _emit(result, args.format, ["action", "resource"], args.output)
+    return _emit(result, args.format, ["action", "resource"], args.output, args.split_uids)
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
@@ -395,7 +364,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
             cursor=args.cursor,
             progress=progress,
         )
-    return _emit(result, args.format, ["principal", "action", "resource"], args.output)
+    cols = ["principal", "action", "resource"]
+    return _emit(result, args.format, cols, args.output, args.split_uids)
 
 
 def _add_paging(p: argparse.ArgumentParser) -> None:
@@ -409,12 +379,19 @@ def _add_paging(p: argparse.ArgumentParser) -> None:
         choices=["table", "json", "csv", "jsonl", "parquet"],
         default="table",
         help="table (default; never cut when written to a file), json, csv, jsonl, or "
-        "parquet (a SQL engine, with --output)",
+        "parquet (with --output; needs pyarrow): the same file whatever the --engine",
     )
     g.add_argument(
         "--output",
         metavar="FILE",
-        help="write the answer to FILE (a SQL engine streams csv, jsonl and parquet to it)",
+        help="write the answer to FILE (a SQL engine's csv, jsonl and parquet rows are "
+        "written as they come)",
+    )
+    g.add_argument(
+        "--split-uids",
+        action="store_true",
+        help="csv and parquet: each uid as two columns, its type and its id "
+        '(principal_type, principal_id, ...) instead of one Type::"id" column',
     )
     g.add_argument(
         "--engine",

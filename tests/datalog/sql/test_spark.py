@@ -211,3 +211,112 @@ def test_spark_tables_staged_by_spark_or_kept_in_memory_give_the_same_rows(
     finally:
         duck.close()
         se.close()
+
+
+def test_spark_session_settings_do_not_rewrite_policy_literals(spark: Any) -> None:
+    """Spark rewrites SQL text before parsing it: ``spark.sql.variable.substitute`` (on by
+    default) turns ``${spark.app.name}`` and ``${env:HOME}`` into values, literals
+    included, and ``spark.sql.parser.escapedStringLiterals`` keeps backslash escapes as
+    written. Policy literals (and an action id, printed as a literal) mean what they say
+    under either setting, and the caller's session keeps its settings."""
+    import os
+
+    from polang.datalog.query import access_matrix
+    from polang.datalog.sql.spark import SparkEngine
+    from polang.language.entities import parse_entity
+
+    app = spark.conf.get("spark.app.name")
+    home = os.environ.get("HOME", "/root")
+    text = "\n".join(
+        f'@id("{pid}") permit(principal == User::"u", action, resource) when {{ {cond} }};'
+        for pid, cond in [
+            ("app", 'resource.name == "${spark.app.name}"'),
+            ("env", 'resource.name == "${env:HOME}"'),
+            ("like", 'resource.name like "${spark*"'),
+            ("quote", 'resource.name == "it\'s a \\\\ ${x"'),
+        ]
+    )
+    auth = Authorizer(parse_policies(text))
+    names = {
+        "app-literal": "${spark.app.name}",
+        "app-value": app,
+        "env-literal": "${env:HOME}",
+        "env-value": home,
+        "quote": "it's a \\ ${x",
+        "quote-escaped": "it\\'s a \\\\ ${x",
+    }
+    raw = [{"uid": {"type": "User", "id": "u"}, "attrs": {"name": "u"}, "parents": []}]
+    raw += [
+        {"uid": {"type": "Doc", "id": k}, "attrs": {"name": v}, "parents": []}
+        for k, v in names.items()
+    ]
+    raw.append({"uid": {"type": "Action", "id": "${spark.app.name}"}, "attrs": {}, "parents": []})
+    facts = EntityFacts([parse_entity(e, None) for e in raw])
+    ctx = RecordValue({})
+    want = [
+        (e.principal, e.action, e.resource, e.reasons)
+        for e in access_matrix(auth, facts, ctx).iter_entries()
+    ]
+    assert {r[2].id: r[3] for r in want} == {
+        "app-literal": ("app", "like"),
+        "env-literal": ("env",),
+        "quote": ("quote",),
+    }
+    assert {r[1].id for r in want} == {"${spark.app.name}"}
+    substitute = spark.conf.get("spark.sql.variable.substitute")
+    escaped = spark.conf.get("spark.sql.parser.escapedStringLiterals")
+    assert substitute == "true" and escaped == "false"  # Spark's defaults: substitution on
+    se = SparkEngine(auth.program, facts, spark=spark)
+    try:
+        got = se.access_matrix(ctx, reasons=True).entries
+        assert [(e.principal, e.action, e.resource, e.reasons) for e in got] == want
+        spark.conf.set("spark.sql.parser.escapedStringLiterals", "true")
+        try:
+            got = se.access_matrix(ctx, reasons=True).entries
+        finally:
+            spark.conf.set("spark.sql.parser.escapedStringLiterals", escaped)
+        assert [(e.principal, e.action, e.resource, e.reasons) for e in got] == want
+    finally:
+        se.close()
+    assert spark.conf.get("spark.sql.variable.substitute") == substitute  # left as it was
+
+
+def test_spark_hands_an_answer_sink_the_rows_the_command_line_writes(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``output=`` an ``AnswerSink`` (what ``polang matrix --engine spark`` writes its
+    files with): Spark's rows, brought to the driver in order, make the same CSV bytes
+    as the in-process answer and DuckDB's, the policies of each entry in the program's
+    order."""
+    from polang.cli.answers import AnswerWriter
+    from polang.datalog.query import access_matrix
+    from polang.datalog.sql.spark import SparkEngine
+
+    rng = random.Random(5)
+    text = random_policies(rng, 4, context=False)
+    text += '\n@id("0-all") permit(principal, action, resource);'  # a second reason each
+    auth = Authorizer(parse_policies(text))
+    facts = EntityFacts(random_entities(rng, users=4, docs=4))
+    ctx = RecordValue({"mfa": True, "level": 1})
+    view = [EntityUID("Action", "view")]  # one action: each costs Spark seconds
+    files = {}
+    for name in ("in-process", "duckdb", "spark"):
+        writer = AnswerWriter("csv", str(tmp_path / f"{name}.csv"))
+        if name == "in-process":
+            writer.write(access_matrix(auth, facts, ctx, actions=view).iter_entries())
+        else:
+            eng: Any = (
+                DuckDBEngine(auth.program, facts, udf=False)
+                if name == "duckdb"
+                else SparkEngine(auth.program, facts, spark=spark)
+            )
+            try:
+                res = eng.access_matrix(ctx, actions=view, output=writer, reasons=True)
+                assert res.output is None and res.stats.rows == writer.rows
+            finally:
+                eng.close()
+        writer.close()
+        files[name] = (tmp_path / f"{name}.csv").read_bytes()
+    assert files["spark"] == files["in-process"] == files["duckdb"]
+    lines = files["spark"].decode().splitlines()
+    assert len(lines) > 2 and any(" 0-all," in line for line in lines)  # program order

@@ -23,11 +23,11 @@ from polang.datalog.facts import EntityFacts
 from polang.datalog.ir import Program
 from polang.language.entities import Entity
 from polang.language.schema import Schema
-from polang.language.values import EntityUID, RecordValue
+from polang.language.values import EntityUID, RecordValue, quote_string
 
 from .engine import FORMATS, Format, SqlEngine, SqlEntry, SqlFallback, SqlResult
 from .lower import Layout, Unsupported
-from .plan import Fallback, Planner, Population, decision_query
+from .plan import Fallback, Planner, Population, decision_query, sql_comment
 from .tables import SqlError, table_spec
 from .types import DIALECTS
 
@@ -198,13 +198,19 @@ def program_to_sql(
     out = []
     for a in pop.actions:
         aq = planner.action_query(a, ctx)
-        out.append(f"-- action {a}: rows (r, p, decision), r/p the eids of polang_uid")
+        out.append(sql_comment(f"action {a}: rows (r, p, decision), r/p the eids of polang_uid"))
         for f in aq.fallbacks:
             out.append(
-                f"-- policy {f.policy_id} ({f.principal_type}, {f.resource_type}) is "
-                f"{f.how}: {f.reason}"
+                sql_comment(
+                    f"policy {quote_string(f.policy_id)} ({f.principal_type}, "
+                    f"{f.resource_type}) is {f.how}: {f.reason}"
+                )
             )
         dq = decision_query(aq, planner)
+        if dq is not None and dialect == "spark":  # as SparkRunner sends it
+            from .spark import session_proof
+
+            dq = session_proof(dq)
         out.append(dq.sql(dialect=dialect, pretty=True) + ";" if dq is not None else "-- none")
     return "\n".join(out) + "\n"
 

@@ -13,16 +13,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol, TypeGuard
 
 from sqlglot import exp
 
 from polang.datalog.ir import Program
-from polang.language.values import EntityUID, RecordValue
+from polang.language.values import EntityUID, RecordValue, quote_string
 
 from .lower import alias, col, join, num, table
-from .plan import ActionQuery, Fallback, Planner, Population, decision_query
+from .plan import ActionQuery, Fallback, Planner, Population, decision_query, sql_comment
 from .tables import SqlError
 
 Format = Literal["parquet", "csv", "jsonl"]
@@ -114,8 +115,9 @@ class SqlStats:
 
 
 def _named(ids: list[str], indexes: list[int] | None) -> tuple[str, ...]:
-    """Policy indexes as their ids, each once, sorted (an entry's reasons or residuals)."""
-    return tuple(sorted({ids[i] for i in indexes})) if indexes else ()
+    """Policy indexes as their ids, each once, in the program's order (an entry's reasons
+    or residuals, listed as the in-process answer lists them)."""
+    return tuple(ids[i] for i in sorted(set(indexes))) if indexes else ()
 
 
 class SqlResult:
@@ -275,6 +277,22 @@ def _lift_with(q: exp.Select) -> tuple[exp.Select, exp.With | None]:
     return q, w
 
 
+class AnswerSink(Protocol):
+    """Where an answer goes when it is given as ``output`` instead of a file: its record
+    batches (:func:`answer_schema` columns, policy ids in the lists), in the answer's
+    order, as the backend produces them (the command line writes its own files so)."""
+
+    def write_batch(self, batch: Any) -> None: ...
+
+
+Output = str | Path | AnswerSink
+"""An answer's ``output``: a file (or a URL Spark writes), or an :class:`AnswerSink`."""
+
+
+def is_sink(output: Output) -> TypeGuard[AnswerSink]:
+    return not isinstance(output, str | PathLike)
+
+
 class Runner(Protocol):
     """What a backend offers the driver."""
 
@@ -287,9 +305,10 @@ class Runner(Protocol):
         """Runs the job's query; its rows are decoded when read (see :class:`Fetched`)."""
         ...
 
-    def write(self, jobs: Sequence[Job], target: str | Path, fmt: Format, reasons: bool) -> int:
+    def write(self, jobs: Sequence[Job], target: Output, fmt: Format, reasons: bool) -> int:
         """Every job's rows to ``target``, a path or (where the backend writes there itself,
-        as Spark does) a URL, kept as given: ``Path`` would make ``s3a://b/x`` ``s3a:/b/x``."""
+        as Spark does) a URL, kept as given: ``Path`` would make ``s3a://b/x`` ``s3a:/b/x``;
+        or an :class:`AnswerSink` handed the batches (``fmt`` unused)."""
         ...
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:
@@ -474,7 +493,7 @@ class SqlEngine:
         self,
         kind: str,
         jobs: list[tuple[ActionQuery, list[exp.Expression | None]]],
-        output: str | Path | None,
+        output: Output | None,
         fmt: Format,
         reasons: bool,
     ) -> SqlResult:
@@ -494,7 +513,7 @@ class SqlEngine:
         res.stats.batches = len(todo)
         if output is not None:
             res.stats.rows = self.runner.write(todo, output, fmt, reasons)
-            res.output = str(output)
+            res.output = None if is_sink(output) else str(output)
         else:
             for job in todo:
                 got = self.runner.rows(job, reasons)
@@ -508,7 +527,7 @@ class SqlEngine:
         context: RecordValue | Mapping[str, Any] | None = None,
         *,
         actions: Sequence[EntityUID] | None = None,
-        output: str | Path | None = None,
+        output: Output | None = None,
         format: Format = "parquet",
         reasons: bool = False,
         batch_pairs: int | None = None,
@@ -557,7 +576,7 @@ class SqlEngine:
         resource: EntityUID,
         context: RecordValue | Mapping[str, Any] | None = None,
         *,
-        output: str | Path | None = None,
+        output: Output | None = None,
         format: Format = "parquet",
         reasons: bool = False,
     ) -> SqlResult:
@@ -574,7 +593,7 @@ class SqlEngine:
         action: EntityUID | None = None,
         context: RecordValue | Mapping[str, Any] | None = None,
         *,
-        output: str | Path | None = None,
+        output: Output | None = None,
         format: Format = "parquet",
         reasons: bool = False,
     ) -> SqlResult:
@@ -601,10 +620,15 @@ class SqlEngine:
         for a in self.population.actions:
             aq = self.planner.action_query(a, ctx)
             s = self.action_sql(aq)
-            parts.append(f"-- action {a}: rows (r, p, decision) by resource and principal eid")
+            parts.append(
+                sql_comment(f"action {a}: rows (r, p, decision) by resource and principal eid")
+            )
             for f in aq.fallbacks:
                 parts.append(
-                    f"-- {f.policy_id} ({f.principal_type}, {f.resource_type}): {f.how}: {f.reason}"
+                    sql_comment(
+                        f"{quote_string(f.policy_id)} ({f.principal_type}, {f.resource_type}): "
+                        f"{f.how}: {f.reason}"
+                    )
                 )
             parts.append((s or "-- no policy applies") + ";" if s else "-- no policy applies")
         return "\n".join(parts) + "\n"

@@ -41,7 +41,7 @@ from polang.datalog.ir import Atom, Builtin, Const, Program, Rule, Var
 from polang.errors import EvaluationError
 from polang.language.values import LONG_MAX, LONG_MIN, EntityUID, RecordValue, SetValue
 
-from .types import BOOL, LONG, STR, Funcs, Ty
+from .types import BOOL, LONG, STR, Funcs, Ty, has_surrogate
 
 TRUE: exp.Expression = exp.true()
 FALSE: exp.Expression = exp.false()
@@ -269,12 +269,23 @@ class EntityTable:
     tags: Ty | None = None  # the tag type; None: the type has no tags
 
 
+def plain_text(s: str) -> str:
+    """A string constant written as it is (the tables hold strings as given): one with a
+    lone surrogate cannot be SQL text, so a policy comparing with it is not lowered."""
+    if has_surrogate(s):
+        raise Unsupported("a string with a lone surrogate")
+    return s
+
+
 @dataclass(slots=True)
 class Layout:
-    """The tables a query reads, and how a uid constant becomes its ``eid``."""
+    """The tables a query reads, how a uid constant becomes its ``eid``, and how a string
+    constant is written (as the tables hold strings: ``types.to_sql_text`` where the
+    loader wrote them so, else :func:`plain_text`)."""
 
     tables: dict[str, EntityTable]
     eid: Callable[[EntityUID], exp.Expression]
+    text: Callable[[str], str] = plain_text
 
 
 # ======================================================================== lowering one branch
@@ -461,7 +472,7 @@ class Branch:
         if t is int:
             return V("val", x=num(c), ty=LONG)
         if t is str:
-            return V("val", x=exp.Literal.string(c), ty=STR)
+            return V("val", x=exp.Literal.string(self.layout.text(c)), ty=STR)
         if t is EntityUID:
             return V("val", x=self.layout.eid(c), ty=Ty("entity", c.type))
         if t is SetValue:
@@ -939,16 +950,19 @@ def op_like(b: Branch, vs: list[V], consts: tuple[Any, ...]) -> V:
     xs = _typed(b, s)
     assert xs.x is not None
     like: exp.Expression = exp.Escape(
-        this=exp.Like(this=xs.x, expression=exp.Literal.string(_like_pattern(pattern))),
+        this=exp.Like(
+            this=xs.x, expression=exp.Literal.string(_like_pattern(pattern, b.layout.text))
+        ),
         expression=exp.Literal.string("!"),
     )
     ok = lnot(xs.err)
     return _boolv(land(ok, like), land(ok, lnot(like.copy())), xs)
 
 
-def _like_pattern(p: str) -> str:
+def _like_pattern(p: str, text: Callable[[str], str] = plain_text) -> str:
     """The language's pattern (``*`` any text; ``\\*``, ``\\\\`` literal) as SQL LIKE with
-    ``!`` as the escape character."""
+    ``!`` as the escape character; each literal character written by ``text`` (the
+    layout's, as the tables hold strings)."""
     out: list[str] = []
     i = 0
     while i < len(p):
@@ -963,7 +977,7 @@ def _like_pattern(p: str) -> str:
         else:
             lit = ch
             i += 1
-        out.append("!" + lit if lit in "%_!" else lit)
+        out.append("!" + lit if lit in "%_!" else text(lit))
     return "".join(out)
 
 

@@ -25,7 +25,7 @@ from sqlglot import exp
 
 from polang.datalog.ir import Program
 from polang.language.schema import Schema
-from polang.language.values import EntityUID, RecordValue
+from polang.language.values import EntityUID, RecordValue, printable
 
 from .lower import (
     ANC,
@@ -50,6 +50,13 @@ UDF_NAME = "polang_policy"
 """The UDF a policy runs as when SQL cannot express it: ``polang_policy(policy index,
 action eid, principal eid, resource eid)`` is 1 when the condition is true, 0 when false,
 NULL when it errors."""
+
+
+def sql_comment(text: str) -> str:
+    """``text`` as one ``--`` comment line. Line breaks and the other unsafe characters
+    (``printable``) are escaped: ``text`` quotes policy ids, attribute names and type
+    names, and a line break in one would end the comment and run the rest as SQL."""
+    return "-- " + printable(text)
 
 
 def is_action_type(entity_type: str) -> bool:
@@ -564,7 +571,7 @@ def decision_query(
     if reasons:
         lst = "list" if fn.duck else "collect_list"
         perm = perm.select(
-            alias(exp.Anonymous(this=lst, expressions=[col("pid", "x")]), "reasons"),
+            alias(_in_order(fn, exp.Anonymous(this=lst, expressions=[col("pid", "x")])), "reasons"),
             append=True,
             copy=False,
         )
@@ -653,24 +660,23 @@ def _tagged_decision(
     if reasons:
         lst = "list" if planner.fn.duck else "collect_list"
         pid = col("pid", "x")
+        sure = exp.EQ(this=k.copy(), expression=num(SURE_PERMIT))
+        maybe = exp.In(this=k.copy(), expressions=[num(MAYBE_PERMIT), num(MAYBE_FORBID)])
         sel = sel.select(
-            alias(
-                _filtered(lst, pid, exp.EQ(this=k.copy(), expression=num(SURE_PERMIT))), "reasons"
-            ),
-            alias(
-                _filtered(
-                    lst,
-                    pid.copy(),
-                    exp.In(this=k.copy(), expressions=[num(MAYBE_PERMIT), num(MAYBE_FORBID)]),
-                ),
-                "residuals",
-            ),
+            alias(_in_order(planner.fn, _filtered(lst, pid, sure)), "reasons"),
+            alias(_in_order(planner.fn, _filtered(lst, pid.copy(), maybe)), "residuals"),
             append=True,
             copy=False,
         )
     if where is not None:
         sel = sel.where(where, copy=False)
     return sel.group_by(col("r", "x"), col("p", "x")).having(having, copy=False)
+
+
+def _in_order(fn: Funcs, lst: exp.Expression) -> exp.Expression:
+    """A row's policy indexes each once, ascending: the program's order, the order in
+    which the in-process answer lists an entry's policies (an aggregated list has none)."""
+    return fn._f("list_sort", "array_sort", fn._f("list_distinct", "array_distinct", lst))
 
 
 def _filtered(fname: str, arg: exp.Expression, cond: exp.Expression) -> exp.Expression:

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import sqlglot
 from sqlglot import exp
@@ -31,11 +31,23 @@ from polang.language.entities import Entity
 from polang.language.schema import Schema
 from polang.language.values import EntityUID
 
-from .duck import _actions, connect, load_entities
-from .engine import KEYS, Columns, Fetched, Format, Job, SqlEngine
-from .lower import ANC, Layout
+from .duck import _actions, connect, duckdb_errors, load_entities
+from .engine import (
+    KEYS,
+    AnswerSink,
+    Columns,
+    Fetched,
+    Format,
+    Job,
+    Output,
+    SqlEngine,
+    answer_schema,
+    is_sink,
+)
+from .lower import ANC, Layout, num
 from .plan import Population, is_action_type
 from .tables import SqlError
+from .types import any_surrogate, has_surrogate, to_sql_text
 
 
 def _import_pyspark() -> Any:
@@ -112,6 +124,74 @@ def _renamed(tree: exp.Expr, names: dict[str, str]) -> exp.Expr:
     return tree.transform(rename)
 
 
+_E = TypeVar("_E", bound=exp.Expr)
+
+
+def _spelled(s: str) -> exp.Expression:
+    """A string constant Spark reads as ``s`` under any session setting: ``concat`` of
+    literal runs, with ``'`` and ``\\`` as ``chr(39)`` / ``chr(92)`` (no escape for
+    ``spark.sql.parser.escapedStringLiterals`` to read otherwise) and every ``$`` that
+    precedes a ``{`` ending its run (no ``${`` for variable substitution to rewrite)."""
+    parts: list[exp.Expression] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if run:
+            parts.append(exp.Literal.string("".join(run)))
+            run.clear()
+
+    for i, ch in enumerate(s):
+        if ch in "'\\":
+            flush()
+            parts.append(exp.Anonymous(this="chr", expressions=[num(ord(ch))]))
+            continue
+        if ch == "{" and i and s[i - 1] == "$":
+            flush()
+        run.append(ch)
+    flush()
+    return parts[0] if len(parts) == 1 else exp.Concat(expressions=parts)
+
+
+def _rewritable(text: str) -> bool:
+    """Whether SQL text printed for Spark may hold a literal a session setting could read
+    otherwise: ``${`` (variable substitution) or a backslash escape (sqlglot writes
+    ``'`` and ``\\`` in a literal as ``\\'`` and ``\\\\``)."""
+    return "${" in text or "\\" in text
+
+
+def _to_spell(value: str) -> bool:
+    """Whether a string constant is written by :func:`_spelled` (a plain literal would
+    hold ``${`` or an escape)."""
+    return "${" in value or "\\" in value or "'" in value
+
+
+def session_proof(tree: _E) -> _E:
+    """``tree`` with every string literal Spark's session settings could rewrite spelled
+    by :func:`_spelled` (a copy; the same tree when none).
+
+    Spark rewrites SQL text before it parses it: ``spark.sql.variable.substitute`` (on by
+    default) replaces ``${name}``, ``${env:NAME}``, ``${system:name}`` anywhere in the
+    text, string literals included, so a policy's ``"${spark.app.name}"`` would compare
+    with the application's name; ``spark.sql.parser.escapedStringLiterals`` keeps
+    backslash escapes as written. polang does not change the settings of a session it is
+    given (they belong to the caller): its SQL means the same under any of them."""
+
+    def spell(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Literal) and node.is_string and _to_spell(node.this):
+            return _spelled(node.this)
+        return node
+
+    return cast(_E, tree.transform(spell))
+
+
+def session_proof_sql(text: str) -> str:
+    """SQL text in Spark's dialect, its literals made :func:`session_proof` (parsed and
+    printed again only when it holds something to spell)."""
+    if not _rewritable(text):
+        return text
+    return session_proof(sqlglot.parse_one(text, read="spark")).sql(dialect="spark")
+
+
 def session_from_env() -> Any:
     """The session an engine opens when given none (the CLI's ``--engine spark``): Spark
     Connect at ``SPARK_REMOTE`` (pyspark's own variable, e.g. ``sc://host:15002``), else
@@ -150,7 +230,7 @@ class SparkRunner:
         tree = sqlglot.parse_one(text, read=self.dialect)
         with_ = tree.args.get("with_")
         if not isinstance(with_, exp.With) or with_.args.get("recursive"):
-            return self.spark.sql(text), []
+            return self.sql(text), []
         tree.set("with_", None)
         kept: list[_Kept] = []
         renamed: dict[str, str] = {}
@@ -159,16 +239,21 @@ class SparkRunner:
                 body = _renamed(cte.this, renamed)
                 self._views += 1
                 view = f"{cte.alias}__{self._views}"
-                df = self.spark.sql(body.sql(dialect=self.dialect)).persist()
+                df = self.sql(body.sql(dialect=self.dialect)).persist()
                 kept.append(_Kept(view, df))
                 df.count()  # computed now, once: the query's scans read it back
                 df.createOrReplaceTempView(view)
                 renamed[cte.alias] = view
             main = _renamed(tree, renamed).sql(dialect=self.dialect)
-            return self.spark.sql(main), kept
+            return self.sql(main), kept
         except BaseException:
             self.release(kept)
             raise
+
+    def sql(self, text: str) -> Any:
+        """``spark.sql`` of polang's SQL text, made :func:`session_proof` first: every
+        query the runner sends Spark (policy constants, action ids) goes through here."""
+        return self.spark.sql(session_proof_sql(text))
 
     def release(self, kept: Sequence[_Kept]) -> None:
         """Drop the views and the data :meth:`frame` kept."""
@@ -195,16 +280,63 @@ class SparkRunner:
         return Fetched(job.action, len(got), decode)
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:
-        return [tuple(r) for r in self.spark.sql(sql).collect()]
+        return [tuple(r) for r in self.sql(sql).collect()]
 
-    def write(self, jobs: Sequence[Job], target: str | Path, fmt: Format, reasons: bool) -> int:
+    def write(self, jobs: Sequence[Job], target: Output, fmt: Format, reasons: bool) -> int:
         """One Spark write of every job's rows: ``target`` (a path, or a URL as given)
-        becomes a directory of part files."""
+        becomes a directory of part files. An ``AnswerSink`` is handed the rows instead,
+        in order, brought to the driver a partition at a time (:meth:`_to_sink`)."""
+        if is_sink(target):
+            return self._to_sink(jobs, target, reasons)
         kept: list[_Kept] = []
         try:
             return self._write(jobs, str(target), fmt, reasons, kept)
         finally:
             self.release(kept)
+
+    sink_rows = 65_536
+    """Rows per record batch handed to an ``AnswerSink``."""
+
+    def _to_sink(self, jobs: Sequence[Job], sink: AnswerSink, reasons: bool) -> int:
+        import pyarrow as pa
+
+        schema = answer_schema(reasons)
+        total = 0
+
+        def hand(rows: list[tuple[Any, ...]]) -> None:
+            columns = [list(c) for c in zip(*rows, strict=True)]
+            sink.write_batch(pa.record_batch(columns, schema=schema))
+
+        for job in jobs:  # in order; each job's rows ordered by (resource, principal)
+            df, kept = self.frame(job.text_sql)
+            try:
+                if reasons:
+                    df = self._with_ids(df)
+                rows: list[tuple[Any, ...]] = []
+                for row in df.toLocalIterator():
+                    rows.append(tuple(row))
+                    if len(rows) >= self.sink_rows:
+                        hand(rows)
+                        total += len(rows)
+                        rows = []
+                if rows:
+                    hand(rows)
+                    total += len(rows)
+            finally:
+                self.release(kept)
+        return total
+
+    def _with_ids(self, df: Any) -> Any:
+        """``reasons`` and ``residuals`` as lists of policy ids (an empty list for none),
+        as DuckDB writes them."""
+        from pyspark.sql import functions as F
+
+        none = F.array().cast("array<string>")
+        ids = F.array(*[F.lit(i) for i in self.policy_ids]) if self.policy_ids else none
+        for name in ("reasons", "residuals"):
+            named = F.transform(name, lambda i: F.element_at(ids, i.cast("int") + 1))
+            df = df.withColumn(name, F.coalesce(named, none))
+        return df
 
     def _write(
         self, jobs: Sequence[Job], target: str, fmt: Format, reasons: bool, kept: list[_Kept]
@@ -218,7 +350,7 @@ class SparkRunner:
                     df, k = self.frame(j.text_sql)
                     kept.extend(k)
                 else:
-                    df = self.spark.sql(j.text_sql)
+                    df = self.sql(j.text_sql)
                 dfs.append(df)
             df = functools.reduce(lambda a, b: a.unionByName(b), dfs)
         else:  # no policy applies: an empty answer, with the same columns
@@ -226,11 +358,7 @@ class SparkRunner:
             keys = ", ".join(f"{c} string" for c in (*KEYS, "decision"))
             df = self.spark.createDataFrame([], keys + lists)
         if reasons and jobs:  # policy indexes -> policy ids, as DuckDB writes them
-            none = F.array().cast("array<string>")
-            ids = F.array(*[F.lit(i) for i in self.policy_ids]) if self.policy_ids else none
-            for name in ("reasons", "residuals"):
-                named = F.transform(name, lambda i: F.element_at(ids, i.cast("int") + 1))
-                df = df.withColumn(name, F.coalesce(named, none))  # no list: an empty one
+            df = self._with_ids(df)
         if reasons and fmt == "csv":
             df = df.withColumn("reasons", F.array_join("reasons", " ")).withColumn(
                 "residuals", F.array_join("residuals", " ")
@@ -265,9 +393,11 @@ class SparkEngine(SqlEngine):
         self.spark = spark if spark is not None else session_from_env()
         facts = entities if isinstance(entities, EntityFacts) else EntityFacts(entities)
         self.facts = facts
+        _no_surrogate_ids(facts)
         con = connect()
         try:
-            loaded = load_entities(con, facts.entities, schema, program)
+            with duckdb_errors("DuckDB could not lay out the entities"):
+                loaded = load_entities(con, facts.entities, schema, program)
             names = [t.table for t in loaded.spec.tables.values()]
             names += ["polang_uid", "polang_parent", ANC]
             self._tmp: Any = None
@@ -306,7 +436,7 @@ class SparkEngine(SqlEngine):
         action_anc = schema.action_ancestors if schema is not None else facts.ancestors_of
         stored_actions = (u for u in loaded.uids if u in facts.entities and is_action_type(u.type))
         pop = Population(
-            Layout(loaded.spec.tables, loaded.eid_exp),
+            Layout(loaded.spec.tables, loaded.eid_exp, to_sql_text),
             loaded.stored_types,
             _actions(schema, stored_actions, program),
             action_anc,
@@ -337,6 +467,18 @@ class SparkEngine(SqlEngine):
         self._kept = []
         if self._tmp is not None:
             self._tmp.cleanup()
+
+
+def _no_surrogate_ids(facts: EntityFacts) -> None:
+    """Spark answers with the ids it holds, UTF-8 text: an entity whose id has a lone
+    surrogate (which DuckDB answers as it is) is refused, never answered as another id.
+    (Strings in attributes are written as ``types.to_sql_text`` and compare exactly.)"""
+    if any_surrogate([e.uid.id for e in facts.entities]):
+        uid = next(e.uid for e in facts.entities if has_surrogate(e.uid.id))
+        raise SqlError(
+            f"entity {uid}: its id has a lone surrogate, which Spark cannot hold as text; "
+            "answer this query with the duckdb engine or in process"
+        )
 
 
 def _staging_kind(spark: Any, staging: str | Path | None) -> str:
