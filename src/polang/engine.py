@@ -893,6 +893,7 @@ class Engine:
         other: Engine | None = None,
         *,
         entities: Iterable[Entity | Mapping[str, Any]] | None = None,
+        old_entities: Iterable[Entity | Mapping[str, Any]] | None = None,
         context: RecordValue | Mapping[str, Any] | None = None,
         engine: str = "in-process",
         output: str | Path | None = None,
@@ -901,6 +902,8 @@ class Engine:
     ) -> DiffResult:
         """The exact change in the access matrix from this engine to ``other``
         (another store) and/or to ``entities`` laid over it (new data): docs/diff.md.
+        With ``other``, ``entities`` are laid over both stores unless ``old_entities``
+        are given for this one (``polang.authoring.diff.sides``).
 
         ``context=None`` leaves the context unknown (entries that depend on it are
         reported as conditional); give one, even ``{}``, for exact answers.
@@ -913,6 +916,7 @@ class Engine:
             self,
             other,
             entities=entities,
+            old_entities=old_entities,
             context=context,
             engine=engine,
             output=output,

@@ -245,7 +245,14 @@ def test_engines_two_stores(tmp_path: Path) -> None:
     ea = Engine({"ENGINE_POLICY_STORE_LOCAL_FN": str(a)})
     eb = Engine({"ENGINE_POLICY_STORE_LOCAL_FN": str(b)})
     d = diff(ea, eb, entities=[alice, bob, doc], context={})
-    # only entities laid over the new side: alice and bob exist only there
+    # two stores, entities given once: laid over both sides, so only the policy shows
+    # (bob gains edit through it; alice, the owner, could edit before)
+    assert d.stats.changed_entities == 0 and not d.lost
+    assert {(e.principal.id, e.action.id, e.policies) for e in d.gained} == {
+        ("bob", "edit", ("cleared-editors",))
+    }
+    # each side's own data: alice and bob exist only on the new side
+    d = diff(ea, eb, entities=[alice, bob, doc], old_entities=[], context={})
     assert {e.principal.id for e in d.gained} == {"alice", "bob"}
     d = diff(
         Side.of(ea).__class__(ea.authorizer, Side.of(ea).facts.with_entities([]), ea.schema), eb

@@ -138,6 +138,54 @@ def test_entity_files_are_each_sides_entities(
     assert got == want
 
 
+def test_entities_given_once_are_both_stores_data(
+    capsys: Capsys, stores: list[str], tmp_path: Path
+) -> None:
+    """Two stores and ``--entities`` alone: the data is laid over both sides, so the diff
+    is the stores' difference (2 rows), not every entity of the file looking gained.
+    ``--old-entities`` takes the same files as ``--entities`` (``.json`` too), on every
+    engine."""
+    extra = [
+        {
+            "uid": {"type": "Acme::User", "id": "dave"},
+            "attrs": {
+                "email": "dave@acme.example",
+                "org": {"__entity": {"type": "Acme::Org", "id": "acme"}},
+                "clearance": 0,
+            },
+            "parents": [{"type": "Acme::Team", "id": "finance"}],
+        },
+        {
+            "uid": {"type": "Acme::Document", "id": "memo"},
+            "attrs": {
+                "owner": {"__entity": {"type": "Acme::User", "id": "dave"}},
+                "org": {"__entity": {"type": "Acme::Org", "id": "acme"}},
+                "classification": "secret",
+                "public": True,
+            },
+        },
+    ]
+    f = tmp_path / "extra.json"
+    f.write_text(json.dumps(extra), "utf-8")
+    base = ["diff", *stores, "--context", "{}", "--format", "csv"]
+    code, plain, err = run(capsys, *base)
+    assert code == 0, err
+    assert plain.count("\n") == 3 and plain.count("cleared-editors") == 2  # header, 2 rows
+    for engine in ("in-process", "duckdb"):
+        code, got, err = run(capsys, *base, "--entities", str(f), "--engine", engine)
+        assert code == 0, err
+        assert got == plain, engine  # dave and memo are on both sides: no change of theirs
+        both = ["--old-entities", str(f), "--entities", str(f)]
+        code, got, err = run(capsys, *base, *both, "--engine", engine)
+        assert (code, got) == (0, plain), err
+    # each side its own data: dave and memo exist on the new side only
+    empty = tmp_path / "none.json"
+    empty.write_text("[]", "utf-8")
+    code, got, err = run(capsys, *base, "--old-entities", str(empty), "--entities", str(f))
+    assert code == 0, err
+    assert got.count("\n") > 3 and '"Acme::User::""dave"""' in got
+
+
 def test_in_process_output_writes_the_printed_answer(
     capsys: Capsys, stores: list[str], tmp_path: Path
 ) -> None:
@@ -168,7 +216,8 @@ def test_without_a_context_sql_says_what_is_conditional(capsys: Capsys, stores: 
             "the directory '/nonexistent-dir' does not exist",
         ),
         (["--entities", "users.parquet"], "are read by --engine duckdb"),
-        (["--engine", "duckdb", "--old-entities", "old.json"], "--old-entities: give Parquet"),
+        (["--old-entities", "old.parquet"], "are read by --engine duckdb"),
+        (["--engine", "duckdb", "--old-entities", "a.jsonl", "b.json"], "do not mix them"),
         (["--engine", "duckdb", "--entities", "a.jsonl", "b.json"], "do not mix them"),
     ],
 )

@@ -43,7 +43,7 @@ from polang.datalog.facts import EntityFacts, Request
 from polang.errors import PolangError
 from polang.language import ast
 from polang.language.entities import Entity
-from polang.language.values import EntityUID, RecordValue, SetValue, value_key
+from polang.language.values import EntityUID, RecordValue, SetValue, printable, value_key
 
 if TYPE_CHECKING:
     from polang.datalog.query import AccessEntry, QueryIndex
@@ -234,12 +234,16 @@ class DiffResult:
 
         s = self.summary()
         buf = io.StringIO()
-        console = Console(file=buf, width=width, no_color=True, highlight=False)
+        # ids are text: no markup (`[/]` would raise), no emoji codes, no control characters
+        console = Console(
+            file=buf, width=width, no_color=True, highlight=False, markup=False, emoji=False
+        )
         console.print(
-            f"{s['gained']} gained, {s['lost']} lost"
-            + (f" ({s['conditional']} conditional)" if s["conditional"] else "")
-            + f"  [{self.stats.mode}: {self.stats.reason}]",
-            markup=False,
+            printable(
+                f"{s['gained']} gained, {s['lost']} lost"
+                + (f" ({s['conditional']} conditional)" if s["conditional"] else "")
+                + f"  [{self.stats.mode}: {self.stats.reason}]"
+            )
         )
         if not self.changed:
             return buf.getvalue()
@@ -247,13 +251,13 @@ class DiffResult:
         for col in ("policy", "gained", "lost"):
             t.add_column(col, overflow="fold")
         for pid, c in s["by_policy"].items():
-            t.add_row(pid, str(c["gained"]), str(c["lost"]))
+            t.add_row(printable(pid), str(c["gained"]), str(c["lost"]))
         console.print(t)
         t = Table(title="by action")
         for col in ("action", "gained", "lost"):
             t.add_column(col, overflow="fold")
         for a, c in s["by_action"].items():
-            t.add_row(a, str(c["gained"]), str(c["lost"]))
+            t.add_row(printable(a), str(c["gained"]), str(c["lost"]))
         console.print(t)
         t = Table(title="changes")
         for col in ("", "principal", "action", "resource", "now", "before"):
@@ -265,11 +269,11 @@ class DiffResult:
                 mark += "?"
             t.add_row(
                 mark,
-                _ref(e.principal),
-                _ref(e.action),
-                _ref(e.resource),
-                f"{e.after} " + ",".join(e.policies),
-                f"{e.before} " + ",".join(e.previous_policies),
+                printable(_ref(e.principal)),
+                printable(_ref(e.action)),
+                printable(_ref(e.resource)),
+                printable(f"{e.after} " + ",".join(e.policies)),
+                printable(f"{e.before} " + ",".join(e.previous_policies)),
             )
         console.print(t)
         if len(entries) > max_rows:
@@ -605,6 +609,7 @@ def diff(
     new: Any | None = None,
     *,
     entities: Iterable[Entity | Mapping[str, Any]] | None = None,
+    old_entities: Iterable[Entity | Mapping[str, Any]] | None = None,
     context: RecordValue | Mapping[str, Any] | None = None,
     force_full: bool = False,
     full_fraction: float = FULL_FRACTION,
@@ -617,8 +622,10 @@ def diff(
 
     ``old`` and ``new`` are engines (or :class:`Side` objects); ``new=None`` means the
     same store as ``old``. ``entities`` (entity JSON objects or ``Entity``) are laid over
-    the new side's entities (replacing those with the same uid): the diff of a data
-    change. ``context=None`` means the context is unknown (conditional entries are
+    the new side's entities (replacing those with the same uid), ``old_entities`` over
+    the old side's (see :func:`sides`): with one store, the diff of a data change; with
+    two stores, ``entities`` alone are laid over both (the same data under two policy
+    sets). ``context=None`` means the context is unknown (conditional entries are
     reported as such); give one (even ``{}``) for exact answers. ``force_full`` computes
     both full matrices; ``full_fraction`` is the share of the matrix above which it does
     so by itself (``FULL_FRACTION``; tests compare the ways).
@@ -629,18 +636,15 @@ def diff(
     go to the SQL engine). ``output`` needs a SQL engine.
     """
     if engine != "in-process":
+        if old_entities is not None:
+            options["old_entities"] = old_entities
         return _sql_diff(old, new, entities, context, engine, output, format, options)
     if output is not None:
         raise PolangError(
             "diff: output= writes a SQL engine's rows: give engine='duckdb' or 'spark'"
         )
     t0 = time.perf_counter()
-    o = Side.of(old)
-    n = Side.of(new if new is not None else old)
-    o = o if o.label else dataclasses.replace(o, label="old")
-    n = n if n.label else dataclasses.replace(n, label="new")
-    if entities is not None:
-        n = _overlay(n, entities)
+    o, n = sides(old, new, entities, old_entities)
     ctx = _context(context)
     stats = DiffStats()
     result_old, result_new = _Eval(o, ctx), _Eval(n, ctx)
@@ -774,6 +778,33 @@ def _is_action(u: EntityUID) -> bool:
     return u.type == "Action" or u.type.endswith("::Action")
 
 
+def sides(
+    old: Any,
+    new: Any | None,
+    entities: Iterable[Entity | Mapping[str, Any]] | None = None,
+    old_entities: Iterable[Entity | Mapping[str, Any]] | None = None,
+) -> tuple[Side, Side]:
+    """The two sides of a diff (labelled ``old`` and ``new`` unless they have labels),
+    each with the entity data given for it laid over its store's entities.
+
+    ``entities`` are the new side's data, ``old_entities`` the old side's. With one store
+    (``new`` None) the old side keeps the store's own data: the diff of a data change.
+    With two stores and no ``old_entities``, ``entities`` are laid over both: the same
+    data under two policy sets, so only the stores' difference shows (laid over the new
+    side alone, every entity in them would look gained)."""
+    o = Side.of(old)
+    n = Side.of(new if new is not None else old)
+    o = o if o.label else dataclasses.replace(o, label="old")
+    n = n if n.label else dataclasses.replace(n, label="new")
+    given = None if entities is None else list(entities)  # read once, laid twice
+    olds = given if old_entities is None and new is not None else old_entities
+    if olds is not None and (olds := list(olds)):
+        o = _overlay(o, olds)
+    if given:
+        n = _overlay(n, given)
+    return o, n
+
+
 def _overlay(side: Side, entities: Iterable[Entity | Mapping[str, Any]]) -> Side:
     from polang.language.entities import parse_entity
 
@@ -800,4 +831,4 @@ def _context(context: RecordValue | Mapping[str, Any] | None) -> RecordValue | N
     return value
 
 
-__all__ = ["FULL_FRACTION", "DiffEntry", "DiffResult", "DiffStats", "Side", "diff"]
+__all__ = ["FULL_FRACTION", "DiffEntry", "DiffResult", "DiffStats", "Side", "diff", "sides"]

@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from polang.cli._common import add_command, json_arg, json_file, output_console
+from polang.cli._common import add_command, echo, json_arg, json_file, output_console
 
 TEST_EXAMPLES = """examples:
   polang test examples/tests
@@ -106,7 +106,8 @@ def _check_diff_output(args: argparse.Namespace) -> bool:
 def _entity_files(args: argparse.Namespace) -> dict[str, list[str]]:
     """``--entities`` / ``--old-entities`` files DuckDB reads itself (Parquet, JSON
     lines): a side's whole entity set, never Python objects; ``.json`` files stay
-    in-process overlays of the new side."""
+    in-process overlays of their side (left in ``args.entities`` / ``args.old_entities``).
+    Both flags take the same files."""
     from polang.errors import RequestError
 
     out: dict[str, list[str]] = {"old_files": [], "new_files": []}
@@ -115,8 +116,6 @@ def _entity_files(args: argparse.Namespace) -> dict[str, list[str]]:
         ("old_files", "--old-entities", args.old_entities or []),
     ):
         files = [f for f in given if f.lower().endswith((".parquet", ".jsonl", ".ndjson"))]
-        if key == "old_files" and len(files) != len(given):
-            raise RequestError("--old-entities: give Parquet / JSON-lines entity files")
         if not files:
             continue
         if args.engine != "duckdb":
@@ -131,7 +130,26 @@ def _entity_files(args: argparse.Namespace) -> dict[str, list[str]]:
         out[key] = files
     if out["new_files"]:
         args.entities = None
+    if out["old_files"]:
+        args.old_entities = None
     return out
+
+
+def _entity_objects(paths: list[str] | None, what: str) -> list[Any] | None:
+    """The entity objects of ``.json`` entity files (``None`` when none were given)."""
+    from polang.errors import RequestError
+
+    if not paths:
+        return None
+    entities: list[Any] = []
+    for f in paths:
+        data = json_file(f, what)
+        items = data if isinstance(data, list) else [data]
+        for item in items:
+            if not isinstance(item, dict):
+                raise RequestError(f"{what} {f}: expected entity objects")
+            entities.append(item)
+    return entities
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -143,16 +161,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
     stores = args.store
     if len(stores) > 2:
         raise RequestError("--store: give one store (with --entities) or two (old, then new)")
-    if len(stores) == 1 and not args.entities and not files["new_files"]:
+    if len(stores) == 1 and not (args.entities or args.old_entities or any(files.values())):
         raise RequestError("with one --store, give the new entity data with --entities")
-    entities: list[Any] = []
-    for f in args.entities or ():
-        data = json_file(f, "entities")
-        items = data if isinstance(data, list) else [data]
-        for item in items:
-            if not isinstance(item, dict):
-                raise RequestError(f"entities {f}: expected entity objects")
-            entities.append(item)
+    # with two stores, --entities alone are both sides' data (polang.authoring.diff.sides)
+    entities = _entity_objects(args.entities, "entities")
+    old_entities = _entity_objects(args.old_entities, "old entities")
     context = None
     if args.context is not None:
         context = json_arg(args.context, "--context")
@@ -166,7 +179,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
             result = diff(
                 old,
                 new,
-                entities=entities or None,
+                entities=entities,
+                old_entities=old_entities,
                 context=context,
                 engine=args.engine,
                 output=args.output if stream else None,
@@ -182,7 +196,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if stream:
         s = result.summary()
         n = s["gained"] + s["lost"]
-        print(
+        echo(
             f"{s['gained']} gained, {s['lost']} lost"
             + (f" ({s['conditional']} conditional)" if s["conditional"] else "")
             + f": wrote {n} row{'' if n == 1 else 's'} to {args.output}",
@@ -203,7 +217,7 @@ def _note_sql(result: Any) -> None:
     conditional = [f for f in getattr(result, "fallbacks", ()) if f["how"] == "conditional"]
     if conditional:
         f = conditional[0]
-        print(
+        echo(
             f"note: {len(conditional)} policy branch(es) are conditional in SQL "
             f"(e.g. {f['policy_id']}: {f['reason']})",
             file=sys.stderr,
@@ -271,14 +285,15 @@ def register(sub: Any) -> None:
         "--entities",
         nargs="+",
         metavar="FILE",
-        help="entity JSON files laid over the new side's entities (same uid: replaced); "
-        "with --engine duckdb, .parquet / .jsonl files are the new side's entities",
+        help="entity JSON files laid over the new side's entities (same uid: replaced), "
+        "and over the old side's too with two stores and no --old-entities; with --engine "
+        "duckdb, .parquet / .jsonl files are the side's entities",
     )
     p.add_argument(
         "--old-entities",
         nargs="+",
         metavar="FILE",
-        help="with --engine duckdb: .parquet / .jsonl files that are the old side's entities",
+        help="the old side's entity files, taken as --entities takes them",
     )
     p.add_argument(
         "--context",

@@ -186,6 +186,38 @@ def test_two_store_directories(stores: tuple[Path, Path]) -> None:
         eb.close()
 
 
+def test_two_stores_with_entities_given_once(stores: tuple[Path, Path], tmp_path: Path) -> None:
+    """Two stores and entity data given once (objects or files): the data of both sides,
+    so the diff is the stores' difference alone (the policy's), in process and on
+    DuckDB, as when given to each side; given for the new side only (``old_entities=[]``)
+    every new entity's access is a change too."""
+    ea, eb = _engine(stores[0]), _engine(stores[1])
+    try:
+        extra = _people(9)[12:]  # u6..u8 and d6..d8: neither store has them
+        both = ea.diff(eb, entities=extra, old_entities=extra, context={})
+        assert both.changed and both.stats.changed_entities == 0
+        assert {e.policies for e in both.entries} == {("cleared-editors",)}
+        for engine in ("in-process", "duckdb"):
+            got = ea.diff(eb, entities=extra, context={}, engine=engine)
+            assert got.stats.changed_entities == 0
+            assert as_dicts(got) == as_dicts(both)
+            assert got.old_label.endswith("+ entities") and got.new_label.endswith("+ entities")
+            mine = ea.diff(eb, entities=extra, old_entities=[], context={}, engine=engine)
+            assert mine.stats.changed_entities == len(extra)
+            assert len(mine.entries) > len(both.entries)
+        # files given once: both sides read them
+        org = json.loads((STORE / "entities" / "organisation.json").read_text("utf-8"))
+        f = _jsonl(tmp_path / "all.jsonl", org + _people(6) + extra)
+        got = sql_diff(ea, eb, context={}, new_files=[f])
+        assert_same_diff(sql_diff(ea, eb, context={}, old_files=[f], new_files=[f]), got)
+        assert [e.triple for e in got.entries] == [e.triple for e in both.entries]
+        with pytest.raises(PolangError, match="with old_files give them in the files"):
+            sql_diff(ea, eb, old_entities=extra, context={}, old_files=[f])
+    finally:
+        ea.close()
+        eb.close()
+
+
 def _jsonl(path: Path, entities: list[dict[str, Any]]) -> str:
     path.write_text("".join(json.dumps(e) + "\n" for e in entities), "utf-8")
     return str(path)

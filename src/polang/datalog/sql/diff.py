@@ -22,7 +22,6 @@ policies, not their conditions.
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,9 +37,9 @@ from polang.authoring.diff import (
     _changed_entities,
     _context,
     _is_action,
-    _overlay,
     _policy_texts,
     _schema_json,
+    sides,
 )
 from polang.language import ast
 from polang.language.entities import Entity
@@ -278,6 +277,7 @@ def sql_diff(
     new: Any | None = None,
     *,
     entities: Iterable[Entity | Mapping[str, Any]] | None = None,
+    old_entities: Iterable[Entity | Mapping[str, Any]] | None = None,
     context: RecordValue | Mapping[str, Any] | None = None,
     engine: str = "duckdb",
     output: str | Path | None = None,
@@ -291,9 +291,10 @@ def sql_diff(
 ) -> SqlDiffResult:
     """The change in the access matrix from ``old`` to ``new``, on DuckDB or Spark.
 
-    ``old``, ``new``, ``entities`` and ``context`` mean what they mean for
-    :func:`polang.authoring.diff.diff` (engines or :class:`Side` objects; entity objects
-    laid over the new side; ``context=None`` unknown). ``output``: write the rows there
+    ``old``, ``new``, ``entities``, ``old_entities`` and ``context`` mean what they mean
+    for :func:`polang.authoring.diff.diff` (engines or :class:`Side` objects; entity
+    objects laid over a side, :func:`~polang.authoring.diff.sides`; ``context=None``
+    unknown). ``output``: write the rows there
     (``format`` parquet, csv or jsonl; Spark writes a directory of part files) instead of
     returning entries. ``workdir``: where the two matrices are staged (a temporary
     directory by default; it needs room for both). ``options`` go to
@@ -304,23 +305,25 @@ def sql_diff(
     ``old_files`` / ``new_files``: that side's entities read by DuckDB from Parquet or
     JSON-lines files (``sql_engine(files=)``, typed by the side's schema) instead of its
     store's; they never become Python objects, so a side read from files is never
-    compared entity by entity and its denied triples' forbids come from SQL.
+    compared entity by entity and its denied triples' forbids come from SQL. As with
+    ``entities``, two stores and nothing given for the old side: it reads ``new_files``.
     """
     t0 = time.perf_counter()
     if engine not in ENGINES:
         raise SqlError(f"unknown SQL engine {engine!r}; known: {', '.join(ENGINES)}")
     path = _check_output(output, format, engine)
-    o = Side.of(old)
-    n = Side.of(new if new is not None else old)
-    o = o if o.label else dataclasses.replace(o, label="old")
-    n = n if n.label else dataclasses.replace(n, label="new")
-    files = {"old": list(old_files or ()), "new": list(new_files or ())}
-    if entities is not None:
-        if files["new"]:
+    if new is not None and old_files is None and old_entities is None:
+        old_files = new_files  # the same data under two policy sets (as for entities)
+    for side, given, read in (("new", entities, new_files), ("old", old_entities, old_files)):
+        if given is not None and read:
             raise SqlError(
-                "entities= lays entities over the store's; with new_files give them in the files"
+                f"{'old_' if side == 'old' else ''}entities= lays entities over the store's; "
+                f"with {side}_files give them in the files"
             )
-        n = _overlay(n, entities)
+    files = {"old": list(old_files or ()), "new": list(new_files or ())}
+    if files["old"] and old_entities is None:
+        old_entities = ()  # that side's data comes from the files alone
+    o, n = sides(old, new, entities, old_entities)
     ctx = _context(context)
     stats = DiffStats()
     texts_o, texts_n = _policy_texts(o.authorizer), _policy_texts(n.authorizer)
