@@ -7,6 +7,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from polang.language.values import quote_string
+
 from .helpers import (
     STORE,
     Capsys,
@@ -74,7 +76,7 @@ def test_rules_prints_the_lowered_program(capsys: Capsys) -> None:
     )
     assert code == 0
     for line in (
-        "% policy secret-needs-corp-network",
+        '% policy "secret-needs-corp-network"',
         'policy("secret-needs-corp-network").',
         'effect("secret-needs-corp-network", "forbid").',
         'policy("public-read-with-token").',
@@ -85,6 +87,45 @@ def test_rules_prints_the_lowered_program(capsys: Capsys) -> None:
     assert 'has_attr(A1, "network")' in out
     assert out.count("scope(") >= 2 and out.count("cond(") >= 2
     assert 'action(Acme::Action::"read")' in out
+
+
+#: A policy id (from an ``@id`` or a file name) that tries every way out of a comment or a
+#: line: line breaks of every kind, comment ends and starts, a quote and SQL after it.
+HOSTILE_ID = (
+    "x\n-- evil\rCREATE TABLE pwned(a int); */ /* \u2028y\u2029z\x85w\x9b[2J\u202e"
+    "'); CREATE TABLE pwned2(a int); --"
+)
+
+
+def _polang_string(s: str) -> str:
+    """``s`` as a policy literal with every character an escape (what a hostile file holds)."""
+    return '"' + "".join(f"\\u{{{ord(c):x}}}" for c in s) + '"'
+
+
+def test_rules_prints_one_rule_per_line_whatever_the_policy_ids(
+    capsys: Capsys, tmp_path: Path
+) -> None:
+    pol = tmp_path / "p.polang"
+    hostile = _polang_string(HOSTILE_ID)
+    pol.write_text(
+        f"@id({hostile})\n"
+        f"permit (principal, action, resource) when {{ resource.n == {hostile} }};\n"
+        '@id("plain") forbid (principal, action, resource);\n',
+        encoding="utf-8",
+    )
+    code, out, err = run(capsys, "rules", str(pol))
+    assert code == 0, err
+    lines = out.split("\n")[:-1]
+    assert out.splitlines() == lines  # no \r, U+2028, U+0085... that would break a line
+    for line in lines:  # every line a comment, a rule or a blank between policies
+        assert line == "" or line.startswith("% ") or line.endswith("."), line
+    assert '% policy "x\\n-- evil\\rCREATE TABLE pwned(a int); */ /* \\u{2028}y' in out
+    assert [line for line in lines if line.startswith("% policy")] == [
+        "% policy " + quote_string(HOSTILE_ID),
+        '% policy "plain"',
+    ]
+    assert sum(line.startswith("policy(") for line in lines) == 2
+    assert not any(line.startswith("CREATE") for line in lines)
 
 
 def test_rules_reports_a_parse_error(capsys: Capsys, tmp_path: Path) -> None:

@@ -166,6 +166,25 @@ def test_format_policy_layout() -> None:
     assert same(parse_policies(format_policies([p, q])), [p, q])
 
 
+def test_formatted_policies_carry_no_control_or_bidi_character_raw() -> None:
+    # ids, entity ids, attribute names and strings with line breaks, C1 controls and bidi
+    # overrides: the text is one line per line the formatter means, and parses back
+    hostile = "x\n// */ -- \r\u2028\u2029\x85\x9b[2J\x1b[31m\u202eevil\u2066\u200f\x7f"
+    p = Policy(
+        "permit",
+        ScopeConstraint("principal", "eq", EntityUID("User", hostile)),
+        ActionConstraint(),
+        ScopeConstraint("resource"),
+        (Condition("when", Binary("==", GetAttr(R, hostile), Lit(hostile))),),
+        (Annotation("id", hostile),),
+    )
+    text = format_policies([p])
+    assert text.splitlines() == text.split("\n")[:-1]  # no line break but the formatter's
+    assert not any(0x7F <= ord(c) <= 0x9F or (ord(c) < 0x20 and c != "\n") for c in text)
+    assert not any(c in text for c in "\u2028\u2029\u202e\u2066\u200f")
+    assert same(parse_policies(text), [p])
+
+
 @pytest.mark.parametrize(
     ("scope", "text"),
     [

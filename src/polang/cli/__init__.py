@@ -92,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns its exit status (``polang = "polang.cli:main"``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    from polang.cli._common import echo
     from polang.errors import PolangError
     from polang.logs import redirect_std_out
 
@@ -100,13 +101,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except PolangError as e:
-        print(f"error: {e}", file=sys.stderr)
+        echo(f"error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `polang ... | head`: the reader left; not an error of ours
         sys.stderr.close()
         return 0
     except OSError as e:  # a file that cannot be written, a directory where a file belongs
-        print(f"error: {_os_error(e)}", file=sys.stderr)
+        echo(f"error: {_os_error(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: the shell's status for SIGINT, no traceback
         print("interrupted", file=sys.stderr)

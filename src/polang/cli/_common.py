@@ -17,14 +17,31 @@ from typing import Any, TextIO
 from polang.errors import PolangError, RequestError
 
 
+def echo(text: str, file: TextIO | None = None) -> None:
+    """Print a line that may quote input (file names, ids, messages): control characters,
+    line separators and bidi controls in it are escaped (``printable_lines``: its own line
+    breaks, as under a parse error's excerpt, are kept). Every plain ``print`` of the
+    command line that is not JSON goes through here."""
+    from polang.language.values import printable_lines
+
+    print(printable_lines(text), file=file if file is not None else sys.stdout)
+
+
 def read_text(path: str, what: str) -> str:
+    """An input file a command names, through the one bounded reader (``polang.inputs``):
+    a regular file or a pipe (``<(cmd)``, ``-`` for standard input) of at most
+    ``MAX_INPUT_FILE_BYTES``; ``/dev/zero``, a FIFO nobody writes to, a directory end in
+    an ``InputFileError`` naming the file (status 2, never the deny status)."""
+    from polang.inputs.files import read_input_file
+
+    data = read_input_file(path, what=what)
     try:
-        with open(path, encoding="utf-8") as f:  # (pathlib would cost the start-up ~5 ms)
-            return f.read()
-    except OSError as e:
-        raise RequestError(f"{what} {path}: cannot read: {e.strerror}") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise RequestError(f"{what} {path}: not UTF-8 text (byte {e.start})") from None
+    if "\r" in text:  # newlines as a text-mode open() reads them (positions unchanged)
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
 
 
 def add_command(
@@ -83,7 +100,7 @@ def entity_arg(value: str, what: str) -> Any:
     else the JSON entity the file at that path holds."""
     if is_reference(value):
         return uid(value, what)
-    if not os.path.exists(value):
+    if value != "-" and not os.path.exists(value):
         raise RequestError(
             f"--{what} {value!r}: no such file, and not an entity reference like 'User::\"alice\"'"
         )
@@ -264,8 +281,8 @@ def context_arg(args: argparse.Namespace, inputs: Inputs, actions: list[Any]) ->
     return parse_context(data, None, None, path="--context")
 
 
-ENTITY_HELP = "a reference like '%s::\"id\"', or a JSON file holding the entity"
-CONTEXT_HELP = "the context: a JSON file, @FILE, or inline JSON ('{\"mfa\": true}')"
+ENTITY_HELP = "a reference like '%s::\"id\"', or a JSON file holding the entity (- for stdin)"
+CONTEXT_HELP = "the context: a JSON file (- for stdin), @FILE, or inline JSON ('{\"mfa\": true}')"
 
 
 def add_inputs(p: argparse.ArgumentParser) -> None:
@@ -303,13 +320,24 @@ UNBOUNDED_WIDTH = 1_000_000
 
 def output_console(file: TextIO | None = None) -> Any:
     """A rich console for the answer (stdout by default): on a terminal it fits the
-    terminal; written to a file or a pipe it is plain text and never wrapped or cut."""
+    terminal; written to a file or a pipe it is plain text and never wrapped or cut.
+
+    Markup and emoji codes are off: what is printed quotes ids and values, and an id
+    ``[/]`` or ``:smile:`` is text (styles are given as ``style=``, never inside a string).
+    Callers' text goes through ``printable`` (docs/security.md, "What polang prints")."""
     from rich.console import Console
 
     out = file if file is not None else sys.stdout
     if out.isatty():
-        return Console(file=out, highlight=False)
-    return Console(file=out, highlight=False, width=UNBOUNDED_WIDTH, soft_wrap=True)
+        return Console(file=out, highlight=False, markup=False, emoji=False)
+    return Console(
+        file=out,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        width=UNBOUNDED_WIDTH,
+        soft_wrap=True,
+    )
 
 
 @contextmanager

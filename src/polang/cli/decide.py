@@ -44,20 +44,24 @@ def cmd_authorize(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
+        from rich.text import Text
+
+        from polang.language.values import printable
+
         console = output_console()
         colour = "green" if result.decision else "red"
-        console.print(f"[bold {colour}]{result.response.decision.upper()}[/]")
+        console.print(result.response.decision.upper(), style=f"bold {colour}")
         diag = result.response.diagnostics
         if diag.reason:
-            console.print("reason: " + ", ".join(diag.reason))
+            console.print("reason: " + printable(", ".join(diag.reason)))
         elif not result.decision:
             console.print("reason: no permit policy applied (default deny)")
         for e in diag.errors:
-            console.print(f"[yellow]error[/] in {e['policy_id']}: {e['error']}")
+            line = printable(f" in {e['policy_id']}: {e['error']}")
+            console.print(Text.assemble(("error", "yellow"), line))
         for d in result.dropped_tokens or []:
-            console.print(
-                f"[yellow]dropped token[/] {d.index} ({d.mapping}): {d.kind}: {d.message}"
-            )
+            line = printable(f" {d.index} ({d.mapping}): {d.kind}: {d.message}")
+            console.print(Text.assemble(("dropped token", "yellow"), line))
     return 0 if result.decision else 1
 
 

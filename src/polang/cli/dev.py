@@ -39,8 +39,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
         config = store_config(args.target[0], None)
         store = PolicyStoreSource.from_config(config).load(config)
         findings = validate_policies({**store.all_policies(), **store.templates}, store.schema)
+    from polang.language.values import printable
+
     for f in findings:
-        print(f)
+        print(printable(str(f)))  # one line each, whatever the ids and names hold
     print(f"{len(findings)} finding(s)" if findings else "valid")
     return 1 if findings else 0
 
@@ -107,8 +109,10 @@ def cmd_conformance(args: argparse.Namespace) -> int:
             limit=args.limit,
             progress=progress,
         )
+    from polang.language.values import printable
+
     for f in summary.failures[: args.show]:
-        print(f)
+        print(printable(str(f)))
     if len(summary.failures) > args.show:
         print(f"... and {len(summary.failures) - args.show} more failures")
     print(json.dumps(summary.to_dict()))

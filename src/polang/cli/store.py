@@ -11,7 +11,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from polang.cli._common import add_command
+from polang.cli._common import add_command, echo
 
 if TYPE_CHECKING:
     from polang.config import Config
@@ -41,33 +41,33 @@ def cmd_validate(args: argparse.Namespace) -> int:
     strict = True if getattr(args, "strict", False) else False if args.no_strict else None
     report = validate_store(args.source, _store_config(args), strict=strict)
     if args.json:
-        print(json.dumps(report, indent=2, default=str))
+        print(json.dumps(report, indent=2, default=str))  # ASCII JSON: nothing raw but ASCII
         return 0 if report["valid"] else 1
     if report["problems"]:
-        print(f"{report['source']}: {len(report['problems'])} problem(s)")
+        echo(f"{report['source']}: {len(report['problems'])} problem(s)")
         for p in report["problems"]:
             where = p["file"] or "<store>"
             if p["location"]:
                 where += (":" if str(p["location"])[:1].isdigit() else " at ") + p["location"]
-            print(f"  {where}: {p['message']} [{p['kind']}]")
+            echo(f"  {where}: {p['message']} [{p['kind']}]")
         return 1
     summary: dict[str, Any] = report["summary"]
     if report["validation_errors"]:
-        print(f"{report['source']}: {len(report['validation_errors'])} validation error(s)")
+        echo(f"{report['source']}: {len(report['validation_errors'])} validation error(s)")
         for v in report["validation_errors"]:
-            print(f"  {v}")
+            echo(f"  {v}")
         return 1
-    print(
+    echo(
         f"{report['source']}: valid store {summary['id']!r}"
         + (f" version {summary['version']}" if summary.get("version") else "")
     )
     for key in ("policies", "templates", "template_links", "entities", "trusted_issuers"):
-        print(f"  {key.replace('_', ' ')}: {summary[key]}")
+        echo(f"  {key.replace('_', ' ')}: {summary[key]}")
     for w in report.get("warnings", ()):  # accepted, but flagged (--strict makes them errors)
         where = w["file"] or "<store>"
         if w["location"]:
             where += (":" if str(w["location"])[:1].isdigit() else " at ") + w["location"]
-        print(f"  warning: {where}: {w['message']} [{w['kind']}]")
+        echo(f"  warning: {where}: {w['message']} [{w['kind']}]")
     return 0
 
 
@@ -75,7 +75,7 @@ def cmd_pack(args: argparse.Namespace) -> int:
     from polang.store.tools import pack_store
 
     summary = pack_store(args.directory, args.output, _store_config(args))
-    print(f"wrote {summary['archive']} ({summary['files']} files, store {summary['id']!r})")
+    echo(f"wrote {summary['archive']} ({summary['files']} files, store {summary['id']!r})")
     return 0
 
 
@@ -83,13 +83,13 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from polang.store.tools import convert_legacy
 
     summary = convert_legacy(args.legacy, args.output, _store_config(args))
-    print(
+    echo(
         f"wrote {summary['directory']}: {summary['policies']} policies, "
         f"{summary['templates']} templates, {summary['entities']} entities, "
         f"{summary['trusted_issuers']} trusted issuers"
     )
     if "note" in summary:
-        print(f"note: {summary['note']}", file=sys.stderr)
+        echo(f"note: {summary['note']}", file=sys.stderr)
     return 0
 
 

@@ -38,6 +38,7 @@ from polang.language.values import (
     EntityUID,
     RecordValue,
     SetValue,
+    printable,
     quote_string,
     type_name,
     value_repr,
@@ -1180,9 +1181,14 @@ def _repairs_branch(tree: Any, repairs: Repairs, allow: bool) -> None:
 
 
 def _t(*parts: tuple[str, str] | str) -> Any:
+    """A line of the tree from (text, style) parts. Every part goes through ``printable``:
+    the parts quote ids, names and values, and a control character, line separator or
+    bidi control in one must not reach the terminal (a rich ``Text`` is never markup)."""
     from rich.text import Text
 
-    return Text.assemble(*parts)
+    return Text.assemble(
+        *(printable(p) if isinstance(p, str) else (printable(p[0]), p[1]) for p in parts)
+    )
 
 
 def _mark(ok: bool | None) -> tuple[str, str]:
@@ -1213,7 +1219,7 @@ def _add_derivation(tree: Any, d: Derivation, show_rules: bool, depth: int = 0) 
         (d.outcome_text(), "red" if d.error is not None else "magenta"),
     )
     if show_rules and d.rule is not None:
-        label.append(f"    [{d.rule}]", style="dim")
+        label.append(printable(f"    [{d.rule}]"), style="dim")
     branch = tree.add(label)
     for r in d.reads:
         if r.kind != "variable":
@@ -1231,9 +1237,9 @@ def _scope_line(pe: PolicyExplanation) -> Any:
             text.append("; ", style="dim")
         mark, style = _mark(p.holds)
         text.append(f"{mark} ", style=style)
-        text.append(p.constraint)
+        text.append(printable(p.constraint))
         if p.path is not None and len(p.path) > 1:
-            text.append(f" ({path_text(p.path)})", style="blue")
+            text.append(printable(f" ({path_text(p.path)})"), style="blue")
     return text
 
 
@@ -1241,10 +1247,10 @@ def _policy_branch(
     tree: Any, pe: PolicyExplanation, show_rules: bool, *, brief: bool = False
 ) -> None:
     head = _t((f"{pe.effect} ", "bold"), (quote_string(pe.policy_id), "bold yellow"))
-    head.append(_where(pe.span), style="dim")
+    head.append(printable(_where(pe.span)), style="dim")
     if brief and pe.verdict == "out_of_scope" and pe.scope_failure is not None:
         sf = pe.scope_failure
-        head.append(f"  out of scope: {sf.constraint}: {sf.detail}", style="dim")
+        head.append(printable(f"  out of scope: {sf.constraint}: {sf.detail}"), style="dim")
         tree.add(head)
         return
     branch = tree.add(head)

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 from polang._record import Record
 from polang.language.ast import Span
-from polang.language.values import value_repr
+from polang.language.values import quote_string, value_repr
 
 _set = object.__setattr__
 
@@ -190,13 +190,15 @@ class Program(Record):
         self.rules.extend(rules)
 
     def text(self) -> str:
-        """The program as readable Datalog, grouped by policy."""
+        """The program as readable Datalog, grouped by policy, one rule per line. A policy
+        id is written quoted, as in the program's facts: in a ``%`` comment a line break
+        in it would start a rule of its own."""
         lines: list[str] = []
         current: str | None = "\0"
         for r in self.rules:
             if r.policy_id != current:
                 current = r.policy_id
                 lines.append("")
-                lines.append(f"% policy {current}" if current else "% fixed rules")
+                lines.append(f"% policy {quote_string(current)}" if current else "% fixed rules")
             lines.append(str(r))
         return "\n".join(lines).strip() + "\n"
