@@ -4,8 +4,10 @@ Value predicates are functional (one value per request, or an evaluation error),
 predicate's rule group compiles to a function ``f(request, facts) -> value`` that raises
 :class:`EvaluationError` when no rule derives a value. Common rule-group shapes (a fact,
 a request variable, a builtin call over operands, the three rules of ``&&``/``||``, the
-two of ``!`` and ``if``) compile to direct closures; any other group goes through a
-generic rule interpreter, so every Program the IR can express still runs.
+two of ``!`` and ``if``: ``eval/shapes.py``) compile to direct closures raising the
+errors of ``eval/semantics.py``; any other group runs through the one interpreter
+(``eval/interpreter.py``, with no observer), so every Program the IR can express still
+runs, by the same semantics.
 
 Policies are indexed by action (``action == A`` scopes) so a request only evaluates the
 candidates; the fixed rules of ``rules/decision.dl`` then combine the policy atoms.
@@ -21,11 +23,14 @@ from typing import Any, ClassVar
 from polang._record import Record
 from polang.datalog.builtins import TESTS, builtin
 from polang.datalog.codegen import CompactRules, compile_compact
+from polang.datalog.eval.interpreter import group_function
+from polang.datalog.eval.semantics import REQUEST_VARS, bool_error, no_principal, not_a_bool
+from polang.datalog.eval.shapes import Shape, classify
 from polang.datalog.facts import EntityFacts, Request
 from polang.datalog.ir import Atom, Builtin, Const, PolicyInfo, Program, Rule, Var
 from polang.datalog.pycode import OUT_OF_SCOPE
 from polang.errors import EvaluationError
-from polang.language.values import EntityUID, type_name
+from polang.language.values import EntityUID
 
 Fn = Callable[[Request, EntityFacts], Any]
 ScopeFn = Callable[[Request, EntityFacts], bool]
@@ -33,13 +38,7 @@ RunFn = Callable[[Request, EntityFacts, Any, Any], Any]
 """A policy's residual scope and condition: ``run(request, facts, principal_entity,
 resource_entity)``, the entities as ``facts.get`` gives them (``None`` when absent)."""
 
-REQUEST_VARS = ("principal", "action", "resource", "context")
-
 _set = object.__setattr__
-
-
-def _bool_error(v: Any) -> EvaluationError:
-    return EvaluationError("type", f"type error: expected Bool, got {type_name(v)}")
 
 
 def _request_var(name: str) -> Fn:
@@ -48,7 +47,7 @@ def _request_var(name: str) -> Fn:
         def principal(r: Request, _fx: EntityFacts) -> Any:
             p = r.principal
             if p is None:
-                raise EvaluationError("request", "the request has no principal")
+                raise no_principal()
             return p
 
         return principal
@@ -144,115 +143,6 @@ class RawDecision(Record):
         self.outcomes = [] if outcomes is None else outcomes
 
 
-class Shape(Record):
-    """What a value predicate's rule group computes, when it is one of the lowering's forms.
-
-    ``kind``: ``const`` (``value``), ``alias`` (the value of ``preds[0]``), ``call``
-    (``op(preds..., consts...)``), ``not``, ``and``, ``or`` (``preds`` = operands), ``if``
-    (condition, then, else), ``and_then`` (``c && t`` where ``t`` may be any value: the
-    lowering of ``is T in E``), or ``rules`` (none of these: interpret the rules).
-    """
-
-    __slots__ = ("consts", "kind", "op", "preds", "value")
-    kind: str
-    preds: tuple[str, ...]
-    value: Any
-    op: str
-    consts: tuple[Any, ...]
-
-    def __init__(
-        self,
-        kind: str,
-        preds: tuple[str, ...] = (),
-        value: Any = None,
-        op: str = "",
-        consts: tuple[Any, ...] = (),
-    ) -> None:
-        _set(self, "kind", kind)
-        _set(self, "preds", preds)
-        _set(self, "value", value)
-        _set(self, "op", op)
-        _set(self, "consts", consts)
-
-
-_RULES = Shape("rules")
-
-
-def classify(rules: Sequence[Rule]) -> Shape:
-    """Recognise the rule-group forms that ``lower.py`` emits (the backends' fast paths)."""
-    heads = [r.head.args[0] if r.head.args else None for r in rules]
-    bodies = [r.body for r in rules]
-    if len(rules) == 1:
-        head, body = heads[0], bodies[0]
-        if not body and isinstance(head, Const):
-            return Shape("const", value=head.value)
-        if isinstance(head, Var):
-            if (
-                len(body) == 1
-                and isinstance(body[0], Atom)
-                and not body[0].negated
-                and body[0].args == (head,)
-            ):
-                return Shape("alias", (body[0].pred,))
-            return _call_shape(head, body)
-        return _RULES
-    sig = [
-        (h.value if isinstance(h, Const) else "X", _body_sig(b))
-        for h, b in zip(heads, bodies, strict=True)
-    ]
-    try:
-        first = [_pred(b[0]) for b in bodies]
-        second = [_pred(b[1]) if len(b) > 1 else None for b in bodies]
-    except TypeError:
-        return _RULES
-    if len(set(first)) != 1:
-        return _RULES
-    a = first[0]
-    if sig == [(False, [("a", True)]), (True, [("a", False)])]:
-        return Shape("not", (a,))
-    if len(rules) == 3 and second[1] is not None and second[1] == second[2]:
-        b = second[1]
-        if sig == [
-            (False, [("a", False)]),
-            (True, [("a", True), ("a", True)]),
-            (False, [("a", True), ("a", False)]),
-        ]:
-            return Shape("and", (a, b))
-        if sig == [
-            (True, [("a", True)]),
-            (True, [("a", False), ("a", True)]),
-            (False, [("a", False), ("a", False)]),
-        ]:
-            return Shape("or", (a, b))
-    if sig == [("X", [("a", True), ("a", "X")]), ("X", [("a", False), ("a", "X")])]:
-        return Shape("if", (a, second[0], second[1]))  # type: ignore[arg-type]
-    if sig == [(False, [("a", False)]), ("X", [("a", True), ("a", "X")])]:
-        return Shape("and_then", (a, second[1]))  # type: ignore[arg-type]
-    return _RULES
-
-
-def _call_shape(head: Var, body: tuple[Any, ...]) -> Shape:
-    """``n(X) :- a1(A1), ..., ak(Ak), X = op(A1, ..., Ak, consts...)``."""
-    if not body or not isinstance(body[-1], Builtin) or body[-1].out != head:
-        return _RULES
-    b: Builtin = body[-1]
-    preds: list[str] = []
-    vars_: list[Var] = []
-    for lit in body[:-1]:
-        if not (isinstance(lit, Atom) and not lit.negated and len(lit.args) == 1):
-            return _RULES
-        v = lit.args[0]
-        if not isinstance(v, Var):
-            return _RULES
-        preds.append(lit.pred)
-        vars_.append(v)
-    n = len(vars_)
-    if tuple(b.args[:n]) != tuple(vars_) or not all(isinstance(t, Const) for t in b.args[n:]):
-        return _RULES
-    consts = tuple(t.value for t in b.args[n:] if isinstance(t, Const))
-    return Shape("call", tuple(preds), op=b.op, consts=consts)
-
-
 class Compiler:
     """Compiles the value predicates of a Program on demand (memoised by name)."""
 
@@ -334,7 +224,7 @@ class Compiler:
                     return False
                 if v is False:
                     return True
-                raise _bool_error(v)
+                raise bool_error(v)
 
             return not_
         if kind in ("and", "or"):
@@ -346,11 +236,11 @@ class Compiler:
                 if x is short:
                     return short
                 if x is not (not short):
-                    raise _bool_error(x)
+                    raise bool_error(x)
                 y = b(r, fx)
                 if y is True or y is False:
                     return y
-                raise _bool_error(y)
+                raise bool_error(y)
 
             return and_or
         if kind == "if":
@@ -362,7 +252,7 @@ class Compiler:
                     return t(r, fx)
                 if v is False:
                     return e(r, fx)
-                raise _bool_error(v)
+                raise bool_error(v)
 
             return if_
         if kind == "and_then":
@@ -374,7 +264,7 @@ class Compiler:
                     return False
                 if v is True:
                     return t(r, fx)
-                raise _bool_error(v)
+                raise bool_error(v)
 
             return and_then
         return self._generic(pred, rules)
@@ -403,62 +293,8 @@ class Compiler:
     # -- the general case ------------------------------------------------------------------
 
     def _generic(self, pred: str, rules: Sequence[Rule]) -> Fn:
-        """Interpret the rule group: first rule whose body holds gives the value."""
-        compiler = self
-
-        def run(r: Request, fx: EntityFacts) -> Any:
-            memo: dict[str, Any] = {}
-            first_error: EvaluationError | None = None
-            mismatch: Any = _NOTHING
-            for rule in rules:
-                env: dict[str, Any] = {}
-                ok = True
-                for lit in rule.body:
-                    if isinstance(lit, Builtin):
-                        args = [t.value if isinstance(t, Const) else env[t.name] for t in lit.args]
-                        try:
-                            res = builtin(lit.op)(fx, *args)
-                        except EvaluationError as e:
-                            first_error = first_error or e
-                            ok = False
-                            break
-                        if lit.out is None:
-                            if not res:
-                                ok = False
-                                break
-                        else:
-                            env[lit.out.name] = res
-                        continue
-                    if lit.pred not in memo:
-                        try:
-                            memo[lit.pred] = (True, compiler.fn(lit.pred)(r, fx))
-                        except EvaluationError as e:
-                            memo[lit.pred] = (False, e)
-                    good, val = memo[lit.pred]
-                    if not good:
-                        first_error = first_error or val
-                        ok = False
-                        break
-                    if lit.args:
-                        t = lit.args[0]
-                        if isinstance(t, Const):
-                            if not (type(t.value) is type(val) and t.value == val):
-                                if type(t.value) is not type(val):
-                                    mismatch = val
-                                ok = False
-                                break
-                        else:
-                            env[t.name] = val
-                if ok:
-                    h = rule.head.args[0]
-                    return h.value if isinstance(h, Const) else env[h.name]
-            if first_error is not None:
-                raise first_error
-            if mismatch is not _NOTHING:
-                raise _bool_error(mismatch)
-            raise EvaluationError("type", f"no value derived for {pred}")
-
-        return run
+        """The rule group through the interpreter, its operands compiled."""
+        return group_function(pred, rules, self.fn)
 
     # -- scope ---------------------------------------------------------------------------
 
@@ -486,25 +322,6 @@ class Compiler:
             return lambda r, fx: c1(r, fx) and c2(r, fx)
         cs = tuple(checks)
         return lambda r, fx: all(c(r, fx) for c in cs)
-
-
-_NOTHING = object()
-
-
-def _pred(lit: Any) -> str:
-    if not isinstance(lit, Atom):
-        raise TypeError("not an atom")
-    return lit.pred
-
-
-def _body_sig(body: tuple[Any, ...]) -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = []
-    for lit in body:
-        if not isinstance(lit, Atom) or lit.negated or len(lit.args) != 1:
-            return [("?", None)]
-        t = lit.args[0]
-        out.append(("a", t.value if isinstance(t, Const) else "X"))
-    return out
 
 
 def _scope_check(lit: Any, bound: dict[str, str]) -> ScopeFn | None:
@@ -766,7 +583,7 @@ class CompiledBackend:
         return RawDecision(
             allow,
             list(reasons),
-            [(pid, errs.get(pid) or _unknown_error()) for pid in errored] if errored else [],
+            [(pid, errs.get(pid) or not_a_bool()) for pid in errored] if errored else [],
             [],
         )
 
@@ -811,7 +628,7 @@ class CompiledBackend:
             else:
                 if errs is _NO_ERRORS:
                     errs = {}
-                not_bool = _bool_error(v)
+                not_bool = bool_error(v)
                 for pid in pids:
                     errs[pid] = not_bool
                 codes.append(_ERRORED)
@@ -874,7 +691,7 @@ class CompiledBackend:
             elif v is False:
                 false.add(pid)
             else:
-                errs[pid] = _bool_error(v)
+                errs[pid] = bool_error(v)
             outcomes.append(PolicyOutcome(pid, True, value=v, error=errs.get(pid)))
         return self._decision(plan, scope, true, false, errs, outcomes)
 
@@ -901,7 +718,7 @@ class CompiledBackend:
         reasons = rels["reason"]
         reason_list = sorted(reasons, key=order.__getitem__) if len(reasons) > 1 else list(reasons)
         errored = rels["errored"]
-        errors = [(p, errs.get(p) or _unknown_error()) for p in errored]
+        errors = [(p, errs.get(p) or not_a_bool()) for p in errored]
         if len(errors) > 1:
             errors.sort(key=lambda pe: order[pe[0]])
         return RawDecision(bool(rels["allow"]), reason_list, errors, outcomes)
@@ -1056,7 +873,3 @@ class _Plan:
 _DECISION_HEADS = frozenset(
     {"applies", "errored", "forbidden", "permitted", "allow", "deny", "reason"}
 )
-
-
-def _unknown_error() -> EvaluationError:
-    return EvaluationError("type", "the condition did not evaluate to a Bool")

@@ -2,13 +2,13 @@
 
 The decision and each policy's verdict come from the authorizer's backend
 (``decide(..., trace=True)``), so an explanation can never contradict the decision. The
-*derivation* of each verdict is obtained by walking the policy's rules in the Program (not
-the AST): every value predicate ``n(X)`` is re-evaluated rule by rule with the same
-builtins, recording which rule derived the value, the rule's source span, and the facts
-it read (attribute values, hierarchy paths, context values, tags). The AST is only used to
-print each predicate as the expression it came from; to find that expression the policy
-is lowered once more with a recording lowerer and the result is checked against the
-Program's rules, so the mapping is exact or absent, never guessed.
+*derivation* of each verdict is what the one interpreter (``eval/interpreter.py``) does
+with the policy's rules in the Program (not the AST): the :class:`Tracer` observes it
+evaluate every value predicate ``n(X)`` rule by rule, and records which rule derived the
+value, the rule's source span, and the facts it read (attribute values, hierarchy paths,
+context values, tags). The AST is only used to print each predicate as the expression it
+came from, which the lowering recorded as it made the rules (``PolicyInfo.nodes``), so
+the mapping is exact or absent, never guessed.
 """
 
 from __future__ import annotations
@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import networkx as nx
 
 from polang.datalog.builtins import builtin
-from polang.datalog.compiled import REQUEST_VARS, PolicyOutcome
+from polang.datalog.compiled import PolicyOutcome
+from polang.datalog.eval.interpreter import Cause, Evaluation, Observer
+from polang.datalog.eval.semantics import REQUEST_VARS
 from polang.datalog.facts import EntityFacts, Request
 from polang.datalog.ir import Atom, Builtin, Const, PolicyInfo, Program, Rule, Var
-from polang.datalog.lower import _PolicyLowerer
 from polang.errors import EvaluationError, PolangError
 from polang.language import ast
-from polang.language.entities import Entity, EntityStore
+from polang.language.entities import Entity, EntityStore, context_record
 from polang.language.format import format_expr, format_policy
 from polang.language.values import (
     EntityUID,
@@ -40,7 +41,6 @@ from polang.language.values import (
     SetValue,
     printable,
     quote_string,
-    type_name,
     value_repr,
     value_to_json,
 )
@@ -53,32 +53,6 @@ Verdict = Literal["applies", "not_satisfied", "error", "out_of_scope"]
 
 
 # ======================================================================== policy maps
-
-
-class _RecordingLowerer(_PolicyLowerer):
-    """The lowerer, also noting which AST node each value predicate came from."""
-
-    def __init__(self, policy_id: str, prefix: str) -> None:
-        super().__init__(policy_id, prefix)
-        self.nodes: dict[str, ast.Expr] = {}
-
-    def expr(self, e: ast.Expr) -> str:
-        n = super().expr(e)
-        self.nodes[n] = e
-        return n
-
-    def call(
-        self,
-        n: str,
-        op: str,
-        operands: list[ast.Expr],
-        consts: list[Const],
-        span: ast.Span,
-    ) -> None:
-        # `e is T in E` lowers its type test to a predicate no `expr` call returns.
-        if op == "is_type" and n not in self.nodes and operands and consts:
-            self.nodes[n] = ast.Is(operands[0], str(consts[0].value), None, span)
-        super().call(n, op, operands, consts, span)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +75,9 @@ class Clause:
 class PolicyMap:
     """A policy's rules in the Program, with the AST node behind each value predicate.
 
-    ``nodes`` is empty (and ``exact`` false) when re-lowering the AST does not give back
-    the Program's rules, e.g. for a Program built by other means: predicates are then
-    shown by name and rule.
+    ``nodes`` is empty (and ``exact`` false) when the Program's rules were not lowered
+    from this policy (a Program built by other means): predicates are then shown by name
+    and rule.
     """
 
     policy_id: str
@@ -147,23 +121,22 @@ def policy_maps(program: Program, policies: Mapping[str, ast.Policy]) -> dict[st
 def _policy_map(
     pid: str, info: PolicyInfo, rules: list[Rule], policy: ast.Policy | None
 ) -> PolicyMap:
+    """The policy's map from the nodes its lowering recorded (``PolicyInfo.nodes``):
+    exact when ``policy`` is the policy that was lowered (or an equal one)."""
     pm = PolicyMap(pid, policy, info, rules)
-    if policy is None or not info.scope_pred.endswith("_scope"):
+    source = info.source
+    if policy is None or source is None or not info.nodes:
         return pm
-    prefix = info.scope_pred[: -len("_scope")]
-    lw = _RecordingLowerer(pid, prefix)
-    try:
-        lw.policy(policy)
-    except Exception:
-        return pm
-    if lw.rules != rules:
-        return pm
-    pm.nodes = lw.nodes
+    if policy is not source:
+        if policy != source:
+            return pm
+        pm.policy = policy = source  # equal: the rules' spans are the lowered one's
+    pm.nodes = info.nodes
     pm.exact = True
-    by_id = {id(node): pred for pred, node in lw.nodes.items()}
+    by_id = {id(node): pred for pred, node in info.nodes.items()}
     negations = {
         id(node.arg): pred
-        for pred, node in lw.nodes.items()
+        for pred, node in info.nodes.items()
         if isinstance(node, ast.Unary) and node.op == "!"
     }
     for i, c in enumerate(policy.conditions):
@@ -678,20 +651,13 @@ def _in_read(facts: EntityFacts, a: Any, b: Any, result: bool) -> Read | None:
 # ======================================================================== the tracer
 
 
-def _bool_error(v: Any) -> EvaluationError:
-    return EvaluationError("type", f"type error: expected Bool, got {type_name(v)}")
-
-
-_NOTHING = object()
-
-
-class Tracer:
-    """Evaluates a policy's value predicates rule by rule, keeping the derivation.
-
-    The evaluation order and the first-error rule are the compiled backend's: the rules
-    of a predicate are tried in order and the first whose body holds gives the value; a
-    body stops at its first failing literal.
-    """
+class Tracer(Observer):
+    """Derivations of a policy's value predicates, built from the events of the one
+    interpreter (:class:`~polang.datalog.eval.interpreter.Evaluation`): this class
+    evaluates nothing itself, so the order, values and errors it records are the
+    interpreter's (the compiled backend's, rule for rule). Each derivation holds the rule
+    that gave the value, its span, the facts its builtins read and its operands'
+    derivations; an error's ``origin`` is the derivation where it arose."""
 
     def __init__(
         self,
@@ -705,6 +671,16 @@ class Tracer:
         self.request = request
         self.facts = facts
         self.memo: dict[str, Derivation] = {}
+        self._open: list[Derivation] = []
+        self._evaluation = Evaluation(groups, request, facts, observer=self)
+
+    def node(self, pred: str) -> Derivation:
+        """The derivation of ``pred`` (evaluated on first use)."""
+        d = self.memo.get(pred)
+        if d is None:
+            self._evaluation.outcome(pred)
+            d = self.memo[pred]
+        return d
 
     def _text(self, pred: str) -> str:
         return self.pm.text(pred) if self.pm is not None else pred
@@ -714,99 +690,54 @@ class Tracer:
             node = node.expr
         return node.name if isinstance(node, ast.Var) else None
 
-    def node(self, pred: str) -> Derivation:
-        d = self.memo.get(pred)
-        if d is None:
-            d = self._evaluate(pred)
-            _flatten_chain(d)
-            self.memo[pred] = d
-        return d
+    # -- the interpreter's events --------------------------------------------------------
 
-    def _request_var(self, name: str) -> Derivation:
-        v = self.request.var(name)
-        if name == "principal" and v is None:
-            err = EvaluationError("request", "the request has no principal")
-            d = Derivation(name, name, error=err)
-            d.origin = d
-            return d
-        return Derivation(
-            name,
-            name,
-            value=v,
-            reads=[Read("variable", f"{name} = {value_repr(v)}", f"{name}({value_repr(v)})")],
-        )
-
-    def _evaluate(self, pred: str) -> Derivation:
+    def enter(self, pred: str) -> None:
         if pred in REQUEST_VARS:
-            return self._request_var(pred)
+            self._open.append(Derivation(pred, pred))
+            return
         node = self.pm.nodes.get(pred) if self.pm is not None else None
-        d = Derivation(pred, self._text(pred), node=node)
-        rules = self.groups.get(pred, [])
-        first_error: EvaluationError | None = None
-        first_origin: Derivation | None = None
-        mismatch: Any = _NOTHING
-        for rule in rules:
-            env: dict[str, Any] = {}
-            ok = True
-            for lit in rule.body:
-                if isinstance(lit, Builtin):
-                    args = [t.value if isinstance(t, Const) else env[t.name] for t in lit.args]
-                    try:
-                        res = builtin(lit.op)(self.facts, *args)
-                    except EvaluationError as e:
-                        if first_error is None:
-                            first_error, first_origin = e, d
-                            d.span = lit.span or rule.span
-                        ok = False
-                        break
-                    read = self._read(lit, args, res, node)
-                    if read is not None:
-                        d.reads.append(read)
-                    if lit.out is None:
-                        if not res:
-                            ok = False
-                            break
-                    else:
-                        env[lit.out.name] = res
-                    continue
-                child = self.node(lit.pred)
-                if all(c is not child for c in d.children):
-                    d.children.append(child)
-                if child.error is not None:
-                    if first_error is None:
-                        first_error, first_origin = child.error, child.origin or child
-                    ok = False
-                    break
-                if lit.args:
-                    t = lit.args[0]
-                    val = child.value
-                    if isinstance(t, Const):
-                        if not (type(t.value) is type(val) and t.value == val):
-                            if type(t.value) is not type(val) and mismatch is _NOTHING:
-                                mismatch = (val, child)
-                            ok = False
-                            break
-                    else:
-                        env[t.name] = val
+        self._open.append(Derivation(pred, self._text(pred), node=node))
+
+    def atom(self, pred: str, lit: Atom, ok: bool, value: Any) -> None:
+        d = self._open[-1]
+        child = self.memo[lit.pred]
+        if all(c is not child for c in d.children):
+            d.children.append(child)
+
+    def call(self, pred: str, lit: Builtin, args: list[Any], ok: bool, result: Any) -> None:
+        if ok:
+            d = self._open[-1]
+            read = self._read(lit, args, result, d.node)
+            if read is not None:
+                d.reads.append(read)
+
+    def exit(self, pred: str, ok: bool, value: Any, rule: Rule | None, cause: Cause | None) -> None:
+        d = self._open.pop()
+        if pred in REQUEST_VARS:
             if ok:
-                h = rule.head.args[0] if rule.head.args else Const(True)
-                d.value = h.value if isinstance(h, Const) else env[h.name]
-                d.rule = rule
-                d.span = rule.span
-                return d
-        if first_error is not None:
-            d.error = first_error
-            d.origin = first_origin
-        elif mismatch is not _NOTHING:
-            val, child = mismatch
-            d.error = _bool_error(val)
-            d.origin = child
+                d.value = value
+                text = value_repr(value)
+                d.reads.append(Read("variable", f"{pred} = {text}", f"{pred}({text})"))
+            else:
+                d.error, d.origin = value, d
+        elif ok:
+            d.value, d.rule = value, rule
+            d.span = rule.span if rule is not None else None
         else:
-            d.error = EvaluationError("type", f"no value derived for {pred}")
-            d.origin = d
-        if d.span is None and rules:
-            d.span = rules[0].span
-        return d
+            d.error, d.origin = value, d
+            if cause is not None:
+                at_rule, lit = cause
+                if isinstance(lit, Builtin):
+                    d.span = lit.span or at_rule.span
+                else:
+                    child = self.memo[lit.pred]
+                    d.origin = (child.origin or child) if child.error is not None else child
+            rules = self.groups.get(pred)
+            if d.span is None and rules:
+                d.span = rules[0].span
+        _flatten_chain(d)
+        self.memo[pred] = d
 
     def _read(self, lit: Builtin, args: list[Any], res: Any, node: ast.Expr | None) -> Read | None:
         op = lit.op
@@ -981,16 +912,6 @@ def _facts_of(entities: EntityFacts | EntityStore | Iterable[Entity]) -> EntityF
     return entities if isinstance(entities, EntityFacts) else EntityFacts(entities)
 
 
-def _context_of(context: RecordValue | Mapping[str, Any] | None) -> RecordValue:
-    if isinstance(context, RecordValue):
-        return context
-    if context is None:
-        return RecordValue()
-    if not isinstance(context, Mapping):
-        raise PolangError(f"context must be a record (a mapping), not {type(context).__name__}")
-    return RecordValue(context)
-
-
 _VIEWS: weakref.WeakKeyDictionary[Any, tuple[Program, dict[str, PolicyMap], Any]] = (
     weakref.WeakKeyDictionary()
 )
@@ -1045,7 +966,8 @@ def explain(
     """
     program: Program = authorizer.program
     facts = _facts_of(entities)
-    request = Request(principal, action, resource, _context_of(context))
+    ctx = RecordValue() if context is None else context_record(context)
+    request = Request(principal, action, resource, ctx)
     raw = authorizer.backend.decide(request, facts, trace=True)
     outcomes = {o.policy_id: o for o in raw.outcomes}
     errors = dict(raw.errors)

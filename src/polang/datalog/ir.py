@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
 from polang._record import Record
-from polang.language.ast import Span
+from polang.language.ast import Expr, Policy, Span
 from polang.language.values import quote_string, value_repr
 
 _set = object.__setattr__
@@ -143,24 +143,43 @@ class Rule(Record):
 
 
 class PolicyInfo(Record):
-    """What the backends need to know of a lowered policy besides its rules."""
+    """What the backends need to know of a lowered policy besides its rules, and where
+    its value predicates come from.
 
-    __slots__ = ("cond_pred", "effect", "policy_id", "scope_pred", "span")
+    ``source`` is the policy the lowering read and ``nodes`` the expression of it each
+    value predicate computes, recorded as the rules were made: explanations, repairs and
+    queries print and walk the source through them (a Program built by other means has
+    neither, and is shown by predicate names and rules)."""
+
+    __slots__ = ("cond_pred", "effect", "nodes", "policy_id", "scope_pred", "source", "span")
     _frozen: ClassVar[bool] = False
+    _uncompared: ClassVar[tuple[str, ...]] = ("nodes", "source")
+    _unshown: ClassVar[tuple[str, ...]] = ("nodes", "source")
     policy_id: str
     effect: str  # "permit" | "forbid"
     scope_pred: str
     cond_pred: str
     span: Span | None
+    source: Policy | None
+    nodes: dict[str, Expr]
 
     def __init__(
-        self, policy_id: str, effect: str, scope_pred: str, cond_pred: str, span: Span | None = None
+        self,
+        policy_id: str,
+        effect: str,
+        scope_pred: str,
+        cond_pred: str,
+        span: Span | None = None,
+        source: Policy | None = None,
+        nodes: dict[str, Expr] | None = None,
     ) -> None:
         self.policy_id = policy_id
         self.effect = effect
         self.scope_pred = scope_pred
         self.cond_pred = cond_pred
         self.span = span
+        self.source = source
+        self.nodes = {} if nodes is None else nodes
 
 
 class Program(Record):

@@ -58,6 +58,7 @@ class _PolicyLowerer:
         self.rules: list[Rule] = []
         self.counter = 0
         self.var_counter = 0
+        self.nodes: dict[str, ast.Expr] = {}  # value predicate -> the expression it computes
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -127,6 +128,7 @@ class _PolicyLowerer:
                 # `e is T in E` means `e is T && e in E` (E not evaluated when the type differs).
                 t = self.fresh_pred()
                 self.call(t, "is_type", [e.expr], [Const(e.entity_type)], span)
+                self.nodes[t] = ast.Is(e.expr, e.entity_type, None, span)
                 i = self.expr(ast.Binary("in", e.expr, e.in_expr, span))
                 self.rule(Atom(n, (FALSE,)), (Atom(t, (FALSE,)),), span)
                 self.rule(Atom(n, (X,)), (Atom(t, (TRUE,)), Atom(i, (X,))), span)
@@ -141,6 +143,7 @@ class _PolicyLowerer:
             self.call(n, "make_record", [v for _, v in e.fields], [Const(keys)], span)
         else:  # pragma: no cover - the AST is closed
             raise LoweringError(f"cannot lower {type(e).__name__}")
+        self.nodes[n] = e
         return n
 
     def call(
@@ -232,6 +235,8 @@ class _PolicyLowerer:
             scope_pred=scope_pred,
             cond_pred=cond,
             span=p.span,
+            source=p,
+            nodes=self.nodes,
         )
 
     def condition(self, p: ast.Policy) -> str:

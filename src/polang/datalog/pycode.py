@@ -1,7 +1,7 @@
 """Generate Python source for a policy's condition from its value-predicate rules.
 
 The closures of :mod:`polang.datalog.compiled` cost one Python call per expression node.
-Here the same rule-group forms (:func:`~polang.datalog.compiled.classify`) are written out
+Here the same rule-group forms (:func:`~polang.datalog.eval.shapes.classify`) are written out
 as straight-line Python with local temporaries, one function per policy, so a condition
 runs as one call. Groups of any other form, and subtrees nested too deeply for Python's
 parser, call the compiled closure of that predicate instead: every Program still runs.
@@ -14,20 +14,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from polang.datalog.builtins import direct
-from polang.errors import EvaluationError
-from polang.language.values import EntityUID, RecordValue, SetValue, type_name
+from polang.datalog.eval.semantics import REQUEST_VARS, bool_error, no_principal
+from polang.datalog.ir import Atom, Builtin, Const, Var
+from polang.language.values import EntityUID, RecordValue, SetValue
 
 MAX_DEPTH = 40  # nesting of generated blocks; deeper subtrees fall back to closures
 
 Fn = Callable[..., Any]
-
-
-def bool_error(v: Any) -> EvaluationError:
-    return EvaluationError("type", f"type error: expected Bool, got {type_name(v)}")
-
-
-def no_principal() -> EvaluationError:
-    return EvaluationError("request", "the request has no principal")
 
 
 OUT_OF_SCOPE = object()
@@ -88,8 +81,6 @@ class _Writer:
         """Write code setting ``target`` to ``pred``'s value (or raising its error).
 
         Returns whether the value is surely a Bool, so the caller can skip its check."""
-        from polang.datalog.compiled import REQUEST_VARS
-
         if pred in REQUEST_VARS:
             self.line(depth, f"{target} = r.{pred}")
             if pred == "principal":
@@ -175,8 +166,6 @@ class _Writer:
 
     def source_var(self, pred: str) -> str | None:
         """The request variable a value predicate is (through aliases), if any."""
-        from polang.datalog.compiled import REQUEST_VARS
-
         seen = 0
         while pred not in REQUEST_VARS:
             shape = self.compiler.shape(pred)
@@ -197,8 +186,6 @@ class _Writer:
         return known
 
     def _fold(self, pred: str, depth: int) -> tuple[bool, Any]:
-        from polang.datalog.compiled import REQUEST_VARS
-
         if pred in REQUEST_VARS or depth > 50:
             return (False, None)
         shape = self.compiler.shape(pred)
@@ -367,9 +354,6 @@ _BOOL_OPS = frozenset(
 
 def _scope_lines(w: _Writer, body: Sequence[Any]) -> bool:
     """Scope literals as early returns; False when a literal is not of a known form."""
-    from polang.datalog.compiled import REQUEST_VARS
-    from polang.datalog.ir import Atom, Builtin, Const, Var
-
     bound: dict[str, str] = {}
     for lit in body:
         if isinstance(lit, Atom) and lit.pred in REQUEST_VARS and len(lit.args) == 1:

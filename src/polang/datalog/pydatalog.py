@@ -52,10 +52,11 @@ from pyDatalog.Logic import Logic
 
 from polang.datalog.builtins import builtin
 from polang.datalog.compiled import PolicyOutcome, RawDecision
+from polang.datalog.eval.semantics import bool_error, matches, no_principal, not_a_bool
 from polang.datalog.facts import EntityFacts, Request
 from polang.datalog.ir import Atom, Builtin, Const, Program, Rule, Var
 from polang.errors import EvaluationError, PolangError
-from polang.language.values import type_name, value_key, value_repr
+from polang.language.values import value_key, value_repr
 
 GC_FREEZE_THRESHOLD = 5000
 """Entity facts loaded at once above which ``gc.freeze()`` runs (design.md: long GC pauses
@@ -308,10 +309,6 @@ def _make_resolver(
     return resolve
 
 
-def _bool_error(v: Any) -> EvaluationError:
-    return EvaluationError("type", f"type error: expected Bool, got {type_name(v)}")
-
-
 def _unregister(keys: list[str]) -> None:
     for k in keys:
         pyEngine.Python_resolvers.pop(k, None)
@@ -465,10 +462,10 @@ class PyDatalogBackend:
             return recorded
         for v in self._cond_values(pid):
             if type(v) is not bool:
-                return _bool_error(v)
+                return bool_error(v)
         info = self.program.policies.get(pid)
         found = self._diagnose(info.cond_pred, set()) if info is not None else None
-        return found or EvaluationError("type", "the condition did not evaluate to a Bool")
+        return found or not_a_bool()
 
     def _diagnose(self, pred: str, seen: set[str]) -> EvaluationError | None:
         """The error of a value predicate that derived nothing, read off the derived atoms.
@@ -482,7 +479,7 @@ class PyDatalogBackend:
             return None
         seen.add(pred)
         if pred == "principal":
-            return EvaluationError("request", "the request has no principal")
+            return no_principal()
         mismatch: list[Any] = []
         for rule in self._groups.get(pred, ()):
             for lit in rule.body:
@@ -492,12 +489,10 @@ class PyDatalogBackend:
                 if not values:
                     return self._diagnose(lit.pred, seen)
                 arg = lit.args[0]
-                if isinstance(arg, Const) and not any(
-                    type(v) is type(arg.value) and v == arg.value for v in values
-                ):
+                if isinstance(arg, Const) and not any(matches(arg.value, v) for v in values):
                     mismatch.extend(v for v in values if type(v) is not type(arg.value))
                     break
-        return _bool_error(mismatch[0]) if mismatch else None
+        return bool_error(mismatch[0]) if mismatch else None
 
     def _outcomes(self, errors: dict[str, EvaluationError]) -> list[PolicyOutcome]:
         out: list[PolicyOutcome] = []

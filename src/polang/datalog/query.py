@@ -51,14 +51,25 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from polang.datalog.builtins import builtin
-from polang.datalog.compiled import REQUEST_VARS, Compiler, classify
+from polang.datalog.compiled import Compiler
+from polang.datalog.eval.interpreter import Evaluation
+from polang.datalog.eval.partial import Unknown, Unknowns
+from polang.datalog.eval.semantics import REQUEST_VARS
+from polang.datalog.eval.shapes import classify
 from polang.datalog.explain import PolicyMap, policy_maps, scope_constraint_text
 from polang.datalog.facts import EntityFacts, Request
 from polang.datalog.ir import Atom, Builtin, Const, Program, Rule, Var
 from polang.errors import EvaluationError, RequestError
-from polang.language.entities import Entity, EntityStore
+from polang.language.entities import Entity, EntityStore, context_record
 from polang.language.schema import Schema
-from polang.language.values import EntityUID, RecordValue, SetValue, value_key, value_repr
+from polang.language.values import (
+    EntityUID,
+    RecordValue,
+    SetValue,
+    is_action_type,
+    value_key,
+    value_repr,
+)
 
 FreeVar = Literal["principal", "resource"]
 
@@ -82,24 +93,6 @@ class _Err:
 ERR = _Err()
 
 
-class _Unk:
-    """An unknown outcome; ``t``/``f``: whether it may be the Bool true / false.
-
-    An unknown may always be an error or any other value.
-    """
-
-    __slots__ = ("f", "t")
-
-    def __init__(self, t: bool, f: bool) -> None:
-        self.t = t
-        self.f = f
-
-    def __repr__(self) -> str:
-        return f"UNK(t={self.t}, f={self.f})"
-
-
-UNK = _Unk(True, True)
-
 T_, F_, E_ = 1, 2, 4  # the outcomes a caller needs from a boolean predicate
 
 
@@ -121,7 +114,7 @@ def _classify(out: Any, u: frozenset[EntityUID] | set[EntityUID], need: int) -> 
         return _Sets(t=u)
     if out is False:
         return _Sets(f=u)
-    if isinstance(out, _Unk):
+    if isinstance(out, Unknown):
         return _Sets(t=u if out.t else _EMPTY, f=u if out.f else _EMPTY, e=u)
     return _Sets(e=u)
 
@@ -313,11 +306,6 @@ def analysis_for(authorizer: Any) -> ProgramAnalysis:
 
 
 # ======================================================================== the index
-
-
-def is_action_type(entity_type: str) -> bool:
-    """Without a schema, actions are the entities of type ``Action`` / ``NS::Action``."""
-    return entity_type == "Action" or entity_type.endswith("::Action")
 
 
 class QueryIndex:
@@ -620,7 +608,7 @@ class _Table:
     )
 
     def __init__(
-        self, dom: frozenset[EntityUID], ok: dict[EntityUID, Any], unk: dict[EntityUID, _Unk]
+        self, dom: frozenset[EntityUID], ok: dict[EntityUID, Any], unk: dict[EntityUID, Unknown]
     ) -> None:
         self.dom = dom
         self.ok = ok
@@ -732,148 +720,6 @@ class _Identity(_Table):
         super().__init__(dom, {v: v for v in dom}, {})
 
 
-# ======================================================================== partial evaluation
-
-
-class _Partial:
-    """Rule-by-rule evaluation with unknowns (the compiled backend's order and errors).
-
-    The first rule whose body surely holds gives the value; a rule that may hold (an
-    unknown operand) makes the result unknown. Reads of the unknown context, and of
-    attributes, tags or ancestors of ``unknown`` entities, are unknown.
-    """
-
-    __slots__ = ("binding", "context_known", "facts", "groups", "memo", "unknown")
-
-    def __init__(
-        self,
-        groups: Mapping[str, list[Rule]],
-        facts: EntityFacts,
-        binding: Mapping[str, Any],
-        context_known: bool,
-        unknown: frozenset[EntityUID],
-    ) -> None:
-        self.groups = groups
-        self.facts = facts
-        self.binding = binding
-        self.context_known = context_known
-        self.unknown = unknown
-        self.memo: dict[str, Any] = {}
-
-    def call(self, op: str, args: list[Any]) -> Any:
-        for a in args:
-            if isinstance(a, _Unk):
-                return UNK
-        if self.unknown and args and type(args[0]) is EntityUID:
-            a = args[0]
-            if a in self.unknown and op in (
-                "get_attr",
-                "has_attr",
-                "method:getTag",
-                "method:hasTag",
-            ):
-                return UNK
-            if op in ("in", "scope_in", "scope_in_any"):
-                anc = self.facts.ancestors_of(a)
-                if a in self.unknown or not self.unknown.isdisjoint(anc):
-                    # its ancestors are only partly known (they go through an unknown entity)
-                    b = args[1]
-                    if type(b) is EntityUID:
-                        targets: list[Any] = [b]
-                    elif type(b) is SetValue or isinstance(b, frozenset):
-                        targets = list(b)
-                    else:
-                        return ERR if op == "in" else False
-                    if op == "in" and any(type(t) is not EntityUID for t in targets):
-                        return ERR
-                    if any(t == a or t in anc for t in targets):
-                        return True
-                    return UNK if targets else False
-        try:
-            return builtin(op)(self.facts, *args)
-        except EvaluationError:
-            return ERR
-
-    def ev(self, pred: str) -> Any:
-        memo = self.memo
-        if pred in memo:
-            return memo[pred]
-        if pred in REQUEST_VARS:
-            if pred == "context" and not self.context_known:
-                r: Any = UNK
-            else:
-                v = self.binding.get(pred)
-                r = ERR if v is None else v
-            memo[pred] = r
-            return r
-        possible: list[Any] = []
-        result: Any = ERR
-        decided = False
-        for rule in self.groups.get(pred, []):
-            env: dict[str, Any] = {}
-            maybe = False
-            failed = False
-            for lit in rule.body:
-                if isinstance(lit, Builtin):
-                    args = [t.value if isinstance(t, Const) else env[t.name] for t in lit.args]
-                    res = self.call(lit.op, args)
-                    if res is ERR:
-                        failed = True
-                        break
-                    if isinstance(res, _Unk):
-                        maybe = True
-                    if lit.out is None:
-                        if not isinstance(res, _Unk) and not res:
-                            failed = True
-                            break
-                    else:
-                        env[lit.out.name] = res
-                    continue
-                c = self.ev(lit.pred)
-                if c is ERR:
-                    failed = True
-                    break
-                t = lit.args[0] if lit.args else None
-                if isinstance(c, _Unk):
-                    if isinstance(t, Const):
-                        if (t.value is True and not c.t) or (t.value is False and not c.f):
-                            failed = True
-                            break
-                    elif t is not None:
-                        env[t.name] = c
-                    maybe = True
-                    continue
-                if isinstance(t, Const):
-                    if not (type(t.value) is type(c) and t.value == c):
-                        failed = True
-                        break
-                elif t is not None:
-                    env[t.name] = c
-            if failed:
-                continue
-            h = rule.head.args[0] if rule.head.args else Const(True)
-            hv = h.value if isinstance(h, Const) else env[h.name]
-            if not maybe and not isinstance(hv, _Unk):
-                if not possible:
-                    result = hv
-                    decided = True
-                else:
-                    possible.append(hv)
-                break
-            possible.append(hv)
-        if decided:
-            memo[pred] = result
-            return result
-        if not possible:
-            memo[pred] = ERR
-            return ERR
-        t_ = any(v is True or (isinstance(v, _Unk) and v.t) for v in possible)
-        f_ = any(v is False or (isinstance(v, _Unk) and v.f) for v in possible)
-        out = _Unk(t_, f_)
-        memo[pred] = out
-        return out
-
-
 # ======================================================================== evaluation
 
 
@@ -905,6 +751,7 @@ class _Run:
         self.step_memo: dict[tuple[Any, int], Any] = {}
         self._inputs: dict[str, tuple[str, ...] | None] = {}
         self.cross_memo: dict[Any, Any] = {}
+        self._unknowns: Unknowns | None = None  # this step's, for partial()
 
     # -- steps -------------------------------------------------------------------------------
 
@@ -923,6 +770,7 @@ class _Run:
         setattr(self.req, self.outer, value)
         self.scalars = {}
         self.step_memo = {}
+        self._unknowns = None
         self.steps += 1
 
     def bound_inputs(self, pred: str) -> tuple[str, ...] | None:
@@ -999,17 +847,28 @@ class _Run:
             return True
         return not self.context_known and "context" in deps
 
-    def partial(self, free_value: EntityUID | None) -> _Partial:
-        binding = {
-            "principal": None,
-            "resource": None,
-            "action": self.action,
-            "context": self.context,
-        }
-        binding[self.outer] = self.outer_value
-        binding[self.free] = free_value
-        unknown = frozenset((self.outer_value,)) if self.outer_missing else frozenset()
-        return _Partial(self.an.groups, self.facts, binding, self.context_known, unknown)
+    def partial(self, free_value: EntityUID | None) -> Evaluation:
+        """The interpreter over this step's request with ``free_value`` (``None`` for a
+        predicate that does not read it), the unknown context and the missing fixed
+        entity left unknown: the first rule that surely holds gives a value, one that
+        may hold makes it :class:`Unknown`."""
+        values: dict[str, Any] = {"principal": None, "resource": None}
+        values[self.outer] = self.outer_value
+        values[self.free] = free_value
+        request = Request(
+            values["principal"],
+            self.action,
+            values["resource"],
+            self.context if self.context is not None else RecordValue(),
+        )
+        unknowns = self._unknowns
+        if unknowns is None:
+            unknowns = self._unknowns = Unknowns(
+                self.an.groups,
+                context=not self.context_known,
+                entities=frozenset((self.outer_value,)) if self.outer_missing else frozenset(),
+            )
+        return Evaluation(self.an.groups, request, self.facts, unknowns=unknowns)
 
     # -- scalars and tables ------------------------------------------------------------------
 
@@ -1023,7 +882,7 @@ class _Run:
             out = scalars[pred] = scalars[key]
             return out
         if self.unknown_prone(pred):
-            out = self.partial(None).ev(pred)
+            out = _partial_value(self.partial(None), pred)
         else:
             try:
                 out = self.qi.compiler.fn(pred)(self.req, self.facts)
@@ -1068,11 +927,11 @@ class _Run:
 
     def _build_table(self, pred: str, dom: frozenset[EntityUID]) -> _Table:
         ok: dict[EntityUID, Any] = {}
-        unk: dict[EntityUID, _Unk] = {}
+        unk: dict[EntityUID, Unknown] = {}
         if self.unknown_prone(pred):
             for v in dom:
-                out = self.partial(v).ev(pred)
-                if isinstance(out, _Unk):
+                out = _partial_value(self.partial(v), pred)
+                if isinstance(out, Unknown):
                     unk[v] = out
                 elif out is not ERR:
                     ok[v] = out
@@ -1232,7 +1091,7 @@ class _Run:
         table_left = left[0] == "table"
         if scalar is ERR:
             return _Sets(e=u)
-        if isinstance(scalar, _Unk):
+        if isinstance(scalar, Unknown):
             return _Sets(t=u, f=u, e=u)
         got = _index_op(self.qi, op, scalar, table, table_left)
         if got is None:
@@ -1259,12 +1118,12 @@ class _Run:
         self.fallback_evals += len(u)
         if self.unknown_prone(pred):
             for v in u:
-                out = self.partial(v).ev(pred)
+                out = _partial_value(self.partial(v), pred)
                 if out is True:
                     t.add(v)
                 elif out is False:
                     f.add(v)
-                elif isinstance(out, _Unk):
+                elif isinstance(out, Unknown):
                     if out.t:
                         t.add(v)
                     if out.f:
@@ -1293,11 +1152,17 @@ class _Run:
         return _Sets(t, f, e)
 
 
+def _partial_value(ev: Evaluation, pred: str) -> Any:
+    """``pred``'s value, :class:`Unknown`, or :data:`ERR` (a bulk query needs no message)."""
+    ok, v = ev.outcome(pred)
+    return v if ok else ERR
+
+
 def _vkey(v: Any) -> Any:
     """A hashable key for an outcome (value, error or unknown)."""
     if v is ERR:
         return ERR
-    if isinstance(v, _Unk):
+    if isinstance(v, Unknown):
         return ("unknown", v.t, v.f)
     return (type(v), value_key(v))
 
@@ -1754,7 +1619,7 @@ def _residual(
     run.begin_outer(g.outer, g.outer_missing)
     ev = run.partial(v)
     for clause in pm.clauses:
-        if ev.ev(clause.pred) is not True:
+        if _partial_value(ev, clause.pred) is not True:
             out.append(clause.text)
     return tuple(out)
 
@@ -1766,16 +1631,6 @@ def _fmt(e: Any) -> str:
 
 
 # ======================================================================== driving a query
-
-
-def _context(context: RecordValue | Mapping[str, Any] | None) -> RecordValue | None:
-    if context is None or isinstance(context, RecordValue):
-        return context
-    if not isinstance(context, Mapping):
-        raise QueryError(
-            f"context must be a record (a mapping) or None, not {type(context).__name__}"
-        )
-    return RecordValue(context)
 
 
 def _fingerprint(qi: QueryIndex, kind: str, parts: Sequence[Any]) -> str:
@@ -2125,7 +1980,7 @@ def who_can(
     known: policies that read it make their principals conditional.
     """
     qi = prepare(authorizer, facts, schema)
-    ctx = _context(context)
+    ctx = None if context is None else context_record(context)
     run = _Run(qi, "principal", ctx)
     query = {
         "action": action.to_json(),
@@ -2154,7 +2009,7 @@ def what_can(
     allowed only conditionally where a policy reads its attributes or ancestors.
     """
     qi = prepare(authorizer, facts, schema)
-    ctx = _context(context)
+    ctx = None if context is None else context_record(context)
     run = _Run(qi, "resource", ctx)
     actions = [action] if action is not None else qi.actions
     steps = []
@@ -2191,7 +2046,7 @@ def access_matrix(
     is called as resources are processed.
     """
     qi = prepare(authorizer, facts, schema)
-    ctx = _context(context)
+    ctx = None if context is None else context_record(context)
     run = _Run(qi, "principal", ctx)
     acts = list(actions) if actions is not None else qi.actions
     steps = [(a, sorted(qi.candidates("resource", a))) for a in acts]
