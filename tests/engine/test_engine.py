@@ -38,7 +38,7 @@ from polang import (
 )
 from polang.language.values import EntityUID
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "stores"
 REQUESTS = REPO / "examples" / "requests"
 

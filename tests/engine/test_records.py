@@ -16,7 +16,8 @@ from polang._record import Record, fields, replace
 from polang.datalog.authorizer import Decision, PolicyErrorInfo
 from polang.datalog.compiled import PolicyOutcome, RawDecision, ScopeKeys, Shape
 from polang.datalog.facts import Request
-from polang.engine import AuthorizeResult, BatchItemError, Diagnostics, Response, _Snapshot
+from polang.engine import AuthorizeResult, BatchItemError, Diagnostics, Response
+from polang.engine.snapshot import Snapshot
 from polang.errors import EvaluationError, RequestError
 from polang.language.entities import Entity
 from polang.language.values import EntityUID, RecordValue
@@ -222,10 +223,10 @@ def test_snapshot_defaults_and_token_processor_made_once() -> None:
         made.append(object())
         return made[-1]
 
-    s = _Snapshot(None, None, None, make, [])  # type: ignore[arg-type]
+    s = Snapshot(None, None, None, make, [])  # type: ignore[arg-type]
     assert s.action_token_problems == {} and s.clean_checks == {}
     assert s.tokens_required == frozenset() and s.processor is None
     assert isinstance(s.lock, type(threading.Lock()))
     assert s.tokens is s.tokens is made[0] and len(made) == 1
-    other = _Snapshot(None, None, None, make, [])  # type: ignore[arg-type]
+    other = Snapshot(None, None, None, make, [])  # type: ignore[arg-type]
     assert other.lock is not s.lock and other.clean_checks is not s.clean_checks

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-import polang.engine as engine_mod
+import polang.engine.requests as engine_mod
 from polang import Engine, RequestError
 from polang.language.values import RecordValue, SetValue
-from test_engine import BUY, NO_NETWORK, VIEW, item, shop_files, user, write_store
+
+from .test_engine import BUY, NO_NETWORK, VIEW, item, shop_files, user, write_store
 
 
 @pytest.fixture

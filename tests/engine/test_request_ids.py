@@ -18,14 +18,15 @@ import pytest
 
 from polang import AuthorizeResult, Engine, TokenInput
 from polang.logs import uuid7
-from test_engine import (
+
+from .test_batch import engines  # noqa: F401  (the fixture: engines on shop stores)
+from .test_engine import (
     BUY,
     VIEW,
     item,
     unverified_jwt,
     user,
 )
-from test_engine_batch import engines  # noqa: F401  (the fixture: engines on shop stores)
 
 
 @pytest.fixture

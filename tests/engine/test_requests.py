@@ -2,10 +2,11 @@
 
 ``authorize_unsigned``, ``explain``, ``authorize_multi_issuer`` (its resource),
 ``who_can``, ``what_can`` and ``access_matrix`` (its ``entities``) read a principal or a
-resource with one resolver (``polang.refs.entity_or_reference``): an entity given in full
-(the language's JSON, the mapped form, an ``Entity``) or a reference (``'T::"id"'``,
-``{"type", "id"}``, ``{"__entity": {...}}``, an ``EntityUID``). A reference in a decision
-names an entity the store holds; in a query it may name one it lacks (its data unknown).
+resource with one resolver (``polang.engine.requests.entity_or_reference``): an entity
+given in full (the language's JSON, the mapped form, an ``Entity``) or a reference
+(``'T::"id"'``, ``{"type", "id"}``, ``{"__entity": {...}}``, an ``EntityUID``). A
+reference in a decision names an entity the store holds; in a query it may name one it
+lacks (its data unknown).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from typing import Any
 import pytest
 
 from polang import Engine, RequestError, TokenInput
+from polang.engine.requests import entity_or_reference
 from polang.language.entities import Entity
 from polang.language.values import EntityUID
-from polang.refs import entity_or_reference
 
 SCHEMA = """namespace App {
     type Url = { host: String, path: String, protocol: String };

@@ -9,7 +9,7 @@ import pytest
 
 from polang import Engine, RequestError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DOC = json.loads((REPO / "examples/requests/roadmap.json").read_text())
 ALICE = json.loads((REPO / "examples/requests/alice.json").read_text())
 

@@ -27,7 +27,8 @@ from polang import (
     ValidationError,
 )
 from polang.language.values import EntityUID
-from test_engine import (
+
+from .test_engine import (
     AUDIT,
     BUY,
     NO_NETWORK,
@@ -40,7 +41,7 @@ from test_engine import (
     write_store,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -458,15 +459,15 @@ def test_results_built_by_slots_equal_the_dataclass_constructors() -> None:
     """The engine fills the result classes' slots directly (speed): the same objects."""
     import dataclasses
 
-    from polang.engine import Diagnostics, Response, _new_result
+    from polang.engine.results import Diagnostics, Response, new_result
 
     errors = [{"policy_id": "q", "error": "boom"}]
-    made = _new_result(False, "rid", ["p"], errors, None)
+    made = new_result(False, "rid", ["p"], errors, None)
     want = AuthorizeResult(False, "rid", Response("deny", Diagnostics(["p"], errors)), None)
     assert made == want and repr(made) == repr(want) and made.to_dict() == want.to_dict()
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.decision = True  # type: ignore[misc]
-    assert _new_result(True, "r", [], [], []).response.decision == "allow"
+    assert new_result(True, "r", [], [], []).response.decision == "allow"
 
 
 def test_compiled_decide_many_equals_decide_per_request() -> None:
