@@ -18,9 +18,9 @@ HEAVY = ("networkx", "httpx", "jwt", "yaml", "rich", "lark", "cryptography", "ss
 
 
 NOT_FOR_A_FIRST_DECISION = (
-    # the token layer and the store's readers for other sources
+    # the token layer (the issuer records' parser included) and the store's readers for
+    # other sources
     "polang.tokens",
-    "polang.store.issuers",
     "polang.store.legacy",
     "polang.store.remote",
     "polang.http",

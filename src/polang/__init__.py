@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from polang._lazy import lazy_exports
+from polang._version import __version__
 from polang.errors import (
     ConfigError,
     EntityError,
@@ -38,8 +39,6 @@ if TYPE_CHECKING:
     )
     from polang.store.source import PolicyStoreSource, load_policy_store_archive_bytes
     from polang.tokens.model import DroppedToken, TokenInput
-
-__version__ = "0.1.0"
 
 _LAZY: dict[str, str] = {
     "Config": "polang.config",

@@ -14,16 +14,17 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from polang._record import Record
 from polang.errors import ConfigError
+from polang.inputs.files import InputFileError, read_regular_file
+from polang.inputs.problems import Problems
+from polang.inputs.strict import load_yaml
+from polang.jsonlimits import loads
 
 _set = object.__setattr__
-
-if TYPE_CHECKING:
-    from polang.store.source import PolicyStoreSource
 
 MIB = 1024 * 1024
 
@@ -680,8 +681,6 @@ class Config(Record):
         p = Path(path)
         if p.suffix.lower() not in (".json", ".yaml", ".yml"):
             raise ConfigError(f"{p}: configuration files must end in .json, .yaml or .yml")
-        from polang.inputs.files import InputFileError, read_regular_file
-
         try:  # a regular file (a FIFO would block), a link followed (mounted configs)
             raw = read_regular_file(p, MAX_CONFIG_FILE_BYTES, "MAX_CONFIG_FILE_BYTES")
             text = raw.decode("utf-8-sig")
@@ -692,14 +691,9 @@ class Config(Record):
         data: Any
         suffix = p.suffix.lower()
         if suffix == ".json":
-            from polang.jsonlimits import loads
-
             data = loads(text, what=str(p), error=ConfigError)
         else:
             # the store's YAML reader: no recursion, no aliases, MAX_YAML_DEPTH
-            from polang.store.errors import Problems
-            from polang.store.raw import load_yaml
-
             problems = Problems(str(p))
             data = load_yaml(text, file=str(p), problems=problems)
             if problems.items:
@@ -769,12 +763,6 @@ class Config(Record):
             if getattr(self, PROPERTY_BY_KEY[key].field):
                 return key
         return None
-
-    def policy_store_source(self) -> PolicyStoreSource:
-        """The store source this configuration names (see the spec's detection table)."""
-        from polang.store.source import PolicyStoreSource
-
-        return PolicyStoreSource.from_config(self)
 
 
 _DEFAULTS: dict[str, Any] = dict(

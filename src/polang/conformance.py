@@ -23,6 +23,7 @@ from polang.errors import PolangError
 from polang.language.entities import parse_context, parse_entities, parse_entity_uid_json
 from polang.language.parser import parse_policies
 from polang.language.schema import Schema, parse_schema
+from polang.language.validate import validate_policies, validate_request
 
 
 @dataclass(slots=True)
@@ -67,14 +68,6 @@ def test_files(root: Path) -> Iterator[Path]:
     yield from sorted((root / "tests").glob("*/*.json"))
 
 
-def _validator() -> tuple[Callable[..., list[Any]], Callable[..., list[Any]]] | None:
-    try:
-        from polang.language.validate import validate_policies, validate_request
-    except ImportError:  # strict validation not built yet: report validation as unchecked
-        return None
-    return validate_policies, validate_request
-
-
 def run_file(
     root: Path, path: Path, summary: Summary, *, backend: str = "compiled", validate: bool = True
 ) -> None:
@@ -100,7 +93,7 @@ def run_file(
         fail_all(f"could not load: {e}")
         return
     ids = {f"policy{i}": p for i, p in enumerate(policies)}
-    validators = _validator() if validate else None
+    validators = (validate_policies, validate_request) if validate else None
     if validators is not None:
         findings = validators[0](ids, schema)
         ok = (not findings) == bool(spec.get("shouldValidate"))

@@ -44,15 +44,14 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
-from polang import jsonlimits
+from polang._version import __version__
 from polang.errors import ConfigError, PolangError
+from polang.jsonlimits import loads
 
 if TYPE_CHECKING:
     import ssl
 
     import httpx
-
-    from polang.config import Config
 
 MIB = 1024 * 1024
 #: Most redirects one fetch follows.
@@ -108,14 +107,6 @@ class FetchLimits:
                 f"{self.max_response_size}"
             )
 
-    @classmethod
-    def from_config(cls, config: Config) -> FetchLimits:
-        return cls(
-            timeout=config.http_request_timeout,
-            max_retries=config.http_max_retries,
-            max_response_size=config.http_max_response_size_bytes,
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class Response:
@@ -130,9 +121,7 @@ class Response:
 
     def json(self) -> Any:
         """The body as JSON, read with bounded nesting; failures are :class:`FetchError`."""
-        return jsonlimits.loads(
-            self.body, what=f"{short_url(self.url)}: the response", error=FetchError
-        )
+        return loads(self.body, what=f"{short_url(self.url)}: the response", error=FetchError)
 
 
 # ---------------------------------------------------------------- TLS
@@ -615,8 +604,6 @@ class Fetcher:
 
     def _acquire(self) -> httpx.Client:
         import httpx  # on the first fetch only
-
-        from polang import __version__
 
         with self._lock:
             if self._client is None:

@@ -21,10 +21,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from polang import jsonlimits
 from polang._record import Record
 from polang.errors import ConfigError, PolangError, TokenError
-from polang.language.values import printable_json
+from polang.escapes import printable_json
+from polang.jsonlimits import check_depth
 
 if TYPE_CHECKING:
     import logging
@@ -488,7 +488,7 @@ def _jwt_header(segment: str) -> dict[str, Any] | None:
     try:
         raw = base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
         text = raw.decode(json.detect_encoding(raw), "surrogatepass")  # as json.loads does
-        jsonlimits.check_depth(text, what="JWT header", error=_NotAHeader)
+        check_depth(text, what="JWT header", error=_NotAHeader)
         header = json.loads(text)
     except (ValueError, _NotAHeader):  # binascii.Error and UnicodeDecodeError included
         return None

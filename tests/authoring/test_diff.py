@@ -263,8 +263,8 @@ def test_engines_two_stores(tmp_path: Path) -> None:
 
 
 def test_sets_in_entities_compare_by_value() -> None:
-    from polang.authoring.diff import _changed_entities
+    from polang.datalog.diff import changed_entities
 
     a = EntityFacts([Entity(U("User", "u"), {"s": SetValue([1, 2]), "b": True})])
     b = EntityFacts([Entity(U("User", "u"), {"s": SetValue([2, 1]), "b": 1})])
-    assert _changed_entities(a, b) == {U("User", "u")}  # true is not 1
+    assert changed_entities(a, b) == {U("User", "u")}  # true is not 1

@@ -26,7 +26,7 @@ MakeStore = Callable[..., Path]
 def test_uri_ending_in_parc_is_an_archive_fetched_from_the_url(server: StoreServer) -> None:
     server.routes["/stores/app.parc"] = Route(zip_bytes(store_files()))
     config = Config(policy_store_uri=server.url("/stores/app.parc"))
-    assert config.policy_store_source().kind == "archive_url"
+    assert PolicyStoreSource.from_config(config).kind == "archive_url"
     store = load_policy_store(config)
     assert store.format == "archive"
     assert store.id == "app-store"
@@ -45,7 +45,7 @@ def test_any_other_uri_is_legacy_json_fetched_from_the_url(server: StoreServer) 
         json.dumps(legacy_doc()).encode(), content_type="application/json"
     )
     config = Config(policy_store_uri=server.url("/policy-store/app"))
-    assert config.policy_store_source().kind == "legacy_url"
+    assert PolicyStoreSource.from_config(config).kind == "legacy_url"
     store = load_policy_store(config)
     assert store.format == "legacy-json"
     assert store.id == "app-store"
@@ -55,7 +55,7 @@ def test_any_other_uri_is_legacy_json_fetched_from_the_url(server: StoreServer) 
 def test_local_fn_directory(make_store: MakeStore) -> None:
     root = make_store()
     config = Config(policy_store_local_fn=str(root))
-    assert config.policy_store_source().kind == "directory"
+    assert PolicyStoreSource.from_config(config).kind == "directory"
     store = load_policy_store(config)
     assert store.format == "directory"
     assert len(store.default_entities) == 2
@@ -71,7 +71,7 @@ def test_local_fn_parc(tmp_path: Path) -> None:
     path = tmp_path / "app.parc"
     path.write_bytes(zip_bytes(store_files()))
     config = Config(policy_store_local_fn=str(path))
-    assert config.policy_store_source().kind == "archive_file"
+    assert PolicyStoreSource.from_config(config).kind == "archive_file"
     assert load_policy_store(config).format == "archive"
 
 
@@ -79,7 +79,7 @@ def test_local_fn_json(tmp_path: Path) -> None:
     path = tmp_path / "store.json"
     path.write_text(json.dumps(legacy_doc()))
     config = Config(policy_store_local_fn=str(path))
-    assert config.policy_store_source().kind == "legacy_json_file"
+    assert PolicyStoreSource.from_config(config).kind == "legacy_json_file"
     assert load_policy_store(config).format == "legacy-json"
 
 
@@ -88,7 +88,7 @@ def test_local_fn_yaml_and_yml(tmp_path: Path, ext: str) -> None:
     path = tmp_path / f"store{ext}"
     path.write_text(yaml.safe_dump(legacy_doc()))
     config = Config(policy_store_local_fn=str(path))
-    assert config.policy_store_source().kind == "legacy_yaml_file"
+    assert PolicyStoreSource.from_config(config).kind == "legacy_yaml_file"
     store = load_policy_store(config)
     assert store.format == "legacy-yaml"
     assert store.id == "app-store"

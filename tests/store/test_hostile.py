@@ -27,8 +27,8 @@ from polang.config import Config
 from polang.errors import MAX_MESSAGE_CHARS, PolangError
 from polang.store import PolicyStoreLoadError, PolicyStoreSource
 from polang.store.errors import MAX_LISTED_PROBLEMS, MAX_PROBLEM_CHARS, MAX_PROBLEMS
-from polang.store.issuers import ISSUER_FIELDS, TOKEN_FIELDS
 from polang.store.layout import MAX_UNEXPECTED_LISTED, build_manifest
+from polang.tokens.records import ISSUER_FIELDS, TOKEN_FIELDS
 
 from .storekit import ISSUER, METADATA, b64, legacy_doc, store_files, write_tree, zip_bytes
 
@@ -508,7 +508,7 @@ def test_memory_while_loading_is_a_small_multiple_of_the_store(tmp_path: Path, f
 def test_the_pure_python_yaml_parser_follows_the_same_rules(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from polang.store import raw
+    from polang.inputs import strict as raw
     from polang.store.errors import Problems
 
     _, resolver, constructor = raw._yaml_parts()

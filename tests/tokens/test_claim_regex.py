@@ -21,7 +21,7 @@ from polang.tokens.claim_regex import (
     to_re2_syntax,
 )
 from polang.tokens.claims import ClaimError, apply_mapping
-from polang.tokens.settings import ClaimMapping
+from polang.tokens.records import ClaimMapping
 
 # A pattern with nested quantifiers: Python's re needs 2**n steps to fail on n letters and
 # a "!" (six seconds at 28 letters), RE2 one pass.

@@ -31,7 +31,7 @@ from polang.tokens.claims import (
     tag_value,
     to_value,
 )
-from polang.tokens.settings import ClaimMapping
+from polang.tokens.records import ClaimMapping
 
 # ---------------------------------------------------------------- tags
 

@@ -48,6 +48,7 @@ from polang.language.values import (
     EntityUID,
     RecordValue,
     SetValue,
+    is_action_type,
     value_key,
     value_repr,
     value_to_json,
@@ -635,7 +636,7 @@ class _Walker:
         elif oky and type(vy) is SetValue and all(type(g) is EntityUID for g in vy):
             groups = sorted(vy)
         # 1. the hierarchy: a membership added, or the memberships cut
-        if okx and type(vx) is EntityUID and groups and not _is_action(vx):
+        if okx and type(vx) is EntityUID and groups and not is_action_type(vx.type):
             if goal:
                 for g in groups[:3]:
                     out.append(
@@ -846,10 +847,6 @@ def _in_value(facts: EntityFacts, x: Any, y: Any) -> bool:
     from polang.datalog.builtins import b_in
 
     return b_in(facts, x, y)
-
-
-def _is_action(u: EntityUID) -> bool:
-    return u.type == "Action" or u.type.endswith("::Action")
 
 
 def format_like(node: ast.Like) -> str:

@@ -22,6 +22,11 @@ actually happened), and **coverage** is read off the same explanations: which po
 determined a decision, which never applied, and which ``when``/``unless`` clauses never
 evaluated to true or never to false (a clause after one that did not hold is not
 evaluated, exactly as the language short-circuits).
+
+The pytest plugin imports this module in every pytest session, wherever polang is
+installed: what reading and running a case needs (the readers, the language, the store,
+the engine) is imported by the function that needs it, so a session without policy
+tests pays nothing for them.
 """
 
 from __future__ import annotations
@@ -141,7 +146,7 @@ def _read_file(
     through the one bounded reader (a link followed; a FIFO, a device or a directory
     refused, never waited on or read without end), at most ``limit`` bytes
     (``MAX_INPUT_FILE_BYTES`` unless given)."""
-    from polang.inputs import files
+    from polang.inputs import files  # pytest start-up: see the module's note
 
     if limit is None:
         limit, limit_name = files.MAX_INPUT_FILE_BYTES, "MAX_INPUT_FILE_BYTES"
@@ -152,8 +157,8 @@ def _read_file(
 
 
 def _read_data(path: Path) -> Any:
-    from polang.store.errors import Problems
-    from polang.store.raw import load_json, load_yaml
+    from polang.inputs.problems import Problems  # pytest start-up: see the module's note
+    from polang.inputs.strict import load_json, load_yaml
 
     raw = _read_file(path, str(path), MAX_TEST_FILE_BYTES, "MAX_TEST_FILE_BYTES")
     try:
@@ -310,7 +315,7 @@ class CaseResult:
 
     def report(self, *, width: int = 100, color: bool = False) -> str:
         """A failure for people: what was expected, what happened and why."""
-        from polang.language.values import printable
+        from polang.language.values import printable  # pytest start-up: see the module's note
 
         lines = [printable(f"FAIL {self.case.name}  ({self.case.where})")]
         lines.extend("  " + printable(str(f)) for f in self.failures)
@@ -321,7 +326,7 @@ class CaseResult:
 
 
 def _uid(text: str, where: str, what: str) -> Any:
-    from polang.language.parser import parse_entity_uid
+    from polang.language.parser import parse_entity_uid  # pytest start-up: see the module's note
 
     try:
         return parse_entity_uid(text)
@@ -332,7 +337,7 @@ def _uid(text: str, where: str, what: str) -> Any:
 
 
 def _engine(tf: TestFile) -> Engine:
-    from polang.config import Config
+    from polang.config import Config  # pytest start-up: see the module's note
     from polang.engine import Engine
     from polang.language.entities import parse_entities
     from polang.store.source import PolicyStoreSource
@@ -371,7 +376,7 @@ def run_case(engine: Engine, case: TestCase) -> CaseResult:
             resource = _uid(resource, case.where, "resource")
         tokens = None
         if case.tokens is not None:
-            from polang.tokens.model import TokenInput
+            from polang.tokens.model import TokenInput  # pytest start-up: see the module's note
 
             tokens = [
                 TokenInput(str(t.get("mapping", "")), str(t.get("payload", "")))
@@ -471,7 +476,7 @@ class Coverage:
     """
 
     def __init__(self, store: str, engine: Engine) -> None:
-        from polang.language.format import format_expr
+        from polang.language.format import format_expr  # pytest start-up: see the module's note
 
         self.store = store
         self.cases = 0
@@ -612,7 +617,7 @@ class Coverage:
         from rich.console import Console
         from rich.table import Table
 
-        from polang.language.values import printable
+        from polang.language.values import printable  # pytest start-up: see the module's note
 
         t = Table(
             title=printable(f"coverage of {self.store}: {self.percent}% ({self.cases} cases)")

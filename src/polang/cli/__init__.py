@@ -28,6 +28,10 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
+from polang._version import __version__
+from polang.cli._common import echo
+from polang.errors import PolangError
+
 Handler = Callable[[argparse.Namespace], int]
 
 #: The command groups, in the order ``polang --help`` lists them (``polang.cli.<name>``).
@@ -49,8 +53,6 @@ exit status: 0 success (allow), 1 deny / findings, 2 bad input (one 'error:' lin
 
 
 def _version() -> str:
-    from polang import __version__
-
     return f"polang {__version__}"
 
 
@@ -92,9 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns its exit status (``polang = "polang.cli:main"``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    from polang.cli._common import echo
-    from polang.errors import PolangError
-    from polang.logs import redirect_std_out
+    from polang.logs import redirect_std_out  # after parsing: `polang --help` stays fast
 
     # ENGINE_LOG_TYPE=std_out: stdout is the command's answer, so log lines go to stderr
     previous = redirect_std_out(sys.stderr)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from polang.errors import PolangError, RequestError
+from polang.errors import EntityError, PolangError, RequestError
 
 
 def echo(text: str, file: TextIO | None = None) -> None:
@@ -22,7 +22,7 @@ def echo(text: str, file: TextIO | None = None) -> None:
     line separators and bidi controls in it are escaped (``printable_lines``: its own line
     breaks, as under a parse error's excerpt, are kept). Every plain ``print`` of the
     command line that is not JSON goes through here."""
-    from polang.language.values import printable_lines
+    from polang.language.values import printable_lines  # polang --help stays fast
 
     print(printable_lines(text), file=file if file is not None else sys.stdout)
 
@@ -32,7 +32,7 @@ def read_text(path: str, what: str) -> str:
     a regular file or a pipe (``<(cmd)``, ``-`` for standard input) of at most
     ``MAX_INPUT_FILE_BYTES``; ``/dev/zero``, a FIFO nobody writes to, a directory end in
     an ``InputFileError`` naming the file (status 2, never the deny status)."""
-    from polang.inputs.files import read_input_file
+    from polang.inputs.files import read_input_file  # polang --help stays fast
 
     data = read_input_file(path, what=what)
     try:
@@ -61,7 +61,7 @@ def add_command(
 
 def parse_json(text: str, where: str) -> Any:
     """Untrusted JSON: depth bounded first (``polang.jsonlimits``), errors as ``where:line:col``."""
-    from polang.jsonlimits import loads
+    from polang.jsonlimits import loads  # polang --help stays fast
 
     return loads(text, what=where, error=RequestError)
 
@@ -85,7 +85,7 @@ def is_reference(value: str) -> bool:
 
 
 def uid(text: str, what: str) -> Any:
-    from polang.language.parser import parse_entity_uid
+    from polang.language.parser import parse_entity_uid  # polang --help stays fast
 
     try:
         return parse_entity_uid(text)
@@ -110,7 +110,7 @@ def entity_arg(value: str, what: str) -> Any:
 def entity_or_uid(value: str, what: str, schema: Any) -> tuple[Any, list[Any]]:
     """``entity_arg`` for commands that work on facts: the uid, and the entity (if the
     value was a file) to lay over the store's entities."""
-    from polang.errors import EntityError
+    # polang --help stays fast
     from polang.language.entities import EntityUID, parse_entity, parse_mapped_entity
 
     data = entity_arg(value, what)
@@ -131,7 +131,7 @@ def entity_or_uid(value: str, what: str, schema: Any) -> tuple[Any, list[Any]]:
 def engine_config(config_file: str | None) -> Any:
     """``ENGINE_*`` properties: the ``--config`` file, with the environment's ``ENGINE_*``
     variables over it (as ``polang store`` and the library's ``Config.from_env`` read them)."""
-    from polang.config import Config
+    from polang.config import Config  # polang --help stays fast
 
     return Config.from_env(base=Config.from_file(config_file) if config_file else None)
 
@@ -180,7 +180,7 @@ class Inputs:
         as in ``authorize``, not a confident deny. ``None`` parts are not checked."""
         if self.schema is None or not self.strict:
             return
-        from polang.language.validate import validate_request
+        from polang.language.validate import validate_request  # polang --help stays fast
 
         findings = validate_request(principal, action, resource, context, self.schema)
         if kinds is not None:
@@ -198,30 +198,29 @@ class Inputs:
 def load_inputs(args: argparse.Namespace, backend: str = "compiled") -> Inputs:
     """The store or the loose files named on the command line, with the ``--entities``
     files and the ``--principal`` / ``--resource`` entity files laid over it."""
-    from polang.datalog.authorizer import Authorizer
+    from polang.datalog.authorizer import Authorizer  # polang --help stays fast
     from polang.datalog.facts import EntityFacts
     from polang.language.entities import Entity, parse_entities
     from polang.language.parser import parse_policies
 
     schema = None
     strict = True
+    store = None
     entities: list[Entity] = []
     if args.store:
         if args.policies or args.schema:
             raise RequestError("--store cannot be combined with --policies or --schema")
-        from polang.store import PolicyStoreSource
+        from polang.store import PolicyStoreSource  # polang --help stays fast
 
         config = engine_config(args.config)
         strict = config.strict_schema_validation
         store = PolicyStoreSource.from_location(args.store).load(config)
         schema = store.schema
-        policies = store.all_policies()
-        entities.extend(schema.action_entities())
-        entities.extend(store.default_entities)
     else:
         if not args.policies:
             raise RequestError("give a policy store (--store) or policy files (--policies)")
         if args.schema:
+            # polang --help stays fast
             from polang.language.schema import parse_schema, parse_schema_json
 
             text = read_text(args.schema, "schema")
@@ -229,7 +228,7 @@ def load_inputs(args: argparse.Namespace, backend: str = "compiled") -> Inputs:
                 schema = parse_schema_json(text, args.schema)
             else:
                 schema = parse_schema(text, args.schema)
-        policies = {}
+        policies: dict[str, Any] = {}
         for f in args.policies:
             for p in parse_policies(read_text(f, "policies"), f):
                 pid = p.policy_id or f"policy{len(policies)}"
@@ -249,9 +248,17 @@ def load_inputs(args: argparse.Namespace, backend: str = "compiled") -> Inputs:
         if value:
             uids[part], given = entity_or_uid(value, part, schema)
             entities.extend(given)
+    if store is not None:  # the store as the engine reads it, the files laid over it
+        from polang.engine.snapshot import store_authorizer, store_facts  # polang --help stays fast
+
+        authorizer = store_authorizer(store, backend)
+        facts = store_facts(store, extra=entities)
+    else:
+        authorizer = Authorizer(policies, backend=backend)
+        facts = EntityFacts(entities)
     return Inputs(
-        Authorizer(policies, backend=backend),
-        EntityFacts(entities),
+        authorizer,
+        facts,
         schema,
         strict,
         uids.get("principal"),
@@ -261,7 +268,7 @@ def load_inputs(args: argparse.Namespace, backend: str = "compiled") -> Inputs:
 
 def context_arg(args: argparse.Namespace, inputs: Inputs, actions: list[Any]) -> Any:
     """The ``--context`` record (``None`` when not given), typed by the schema if it can."""
-    from polang.language.entities import parse_context
+    from polang.language.entities import parse_context  # polang --help stays fast
 
     if args.context is None:
         return None

@@ -102,7 +102,7 @@ class SqlRow:
 
 def _sql_rows(batch: Any) -> list[SqlRow]:
     """A SQL answer's record batch (``answer_schema(reasons=True)``) as entries."""
-    from polang.language.values import EntityUID
+    from polang.language.values import EntityUID  # polang --help stays fast
 
     cols = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
     pt, pi, at, ai, rt, ri, ds, why, res = cols
@@ -195,7 +195,7 @@ class AnswerWriter:
 
     def _uid_texts(self, types: list[str], ids: list[str]) -> list[str]:
         """``Type::"id"`` of each (type, id), each distinct uid formatted once."""
-        from polang.language.values import EntityUID
+        from polang.language.values import EntityUID  # polang --help stays fast
 
         texts = self._texts
         if len(texts) >= UID_TEXTS_KEPT:
@@ -259,7 +259,7 @@ class AnswerWriter:
             texts = [t for v in col for t in ([v] if isinstance(v, str) else v)]
             if _SURROGATE.search("\x00".join(texts)) is None:
                 continue
-            from polang.language.values import quote_string
+            from polang.language.values import quote_string  # polang --help stays fast
 
             bad = next(t for t in texts if _SURROGATE.search(t))
             raise RequestError(

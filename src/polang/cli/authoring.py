@@ -8,7 +8,15 @@ import json
 import sys
 from typing import Any
 
-from polang.cli._common import add_command, echo, json_arg, json_file, output_console
+from polang.cli._common import (
+    add_command,
+    echo,
+    json_arg,
+    json_file,
+    output_console,
+    store_config,
+)
+from polang.errors import RequestError
 
 TEST_EXAMPLES = """examples:
   polang test examples/tests
@@ -34,7 +42,7 @@ exit status: 0 (with --exit-code: 0 nothing changed, 1 access changed), 2 bad in
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    from polang.authoring.testing import run_tests
+    from polang.authoring.testing import run_tests  # polang --help stays fast
 
     run = run_tests(args.paths)
     want_coverage = args.coverage or args.min_coverage is not None
@@ -73,8 +81,7 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 
 def _engine(store: str, config_file: str | None) -> Any:
-    from polang.cli._common import store_config
-    from polang.engine import Engine
+    from polang.engine import Engine  # polang --help stays fast
 
     return Engine(store_config(store, config_file))
 
@@ -88,8 +95,6 @@ def _check_diff_output(args: argparse.Namespace) -> bool:
     """Check ``--engine``/``--format``/``--output`` before any store loads; true when a
     SQL engine streams the rows to ``--output``."""
     from pathlib import Path
-
-    from polang.errors import RequestError
 
     if args.engine not in DIFF_ENGINES:
         raise RequestError(f"--engine {args.engine!r}: expected one of {', '.join(DIFF_ENGINES)}")
@@ -108,8 +113,6 @@ def _entity_files(args: argparse.Namespace) -> dict[str, list[str]]:
     lines): a side's whole entity set, never Python objects; ``.json`` files stay
     in-process overlays of their side (left in ``args.entities`` / ``args.old_entities``).
     Both flags take the same files."""
-    from polang.errors import RequestError
-
     out: dict[str, list[str]] = {"old_files": [], "new_files": []}
     for key, flag, given in (
         ("new_files", "--entities", args.entities or []),
@@ -137,8 +140,6 @@ def _entity_files(args: argparse.Namespace) -> dict[str, list[str]]:
 
 def _entity_objects(paths: list[str] | None, what: str) -> list[Any] | None:
     """The entity objects of ``.json`` entity files (``None`` when none were given)."""
-    from polang.errors import RequestError
-
     if not paths:
         return None
     entities: list[Any] = []
@@ -153,8 +154,7 @@ def _entity_objects(paths: list[str] | None, what: str) -> list[Any] | None:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from polang.authoring.diff import diff
-    from polang.errors import RequestError
+    from polang.authoring.diff import diff  # polang --help stays fast
 
     stream = _check_diff_output(args)
     files = _entity_files(args)

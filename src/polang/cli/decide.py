@@ -19,7 +19,7 @@ from polang.errors import RequestError
 
 
 def cmd_authorize(args: argparse.Namespace) -> int:
-    from polang.engine import Engine
+    from polang.engine import Engine  # polang --help stays fast
     from polang.tokens.model import TokenInput
 
     engine = Engine(store_config(args.store, args.config))
@@ -46,7 +46,7 @@ def cmd_authorize(args: argparse.Namespace) -> int:
     else:
         from rich.text import Text
 
-        from polang.language.values import printable
+        from polang.language.values import printable  # polang --help stays fast
 
         console = output_console()
         colour = "green" if result.decision else "red"

@@ -14,7 +14,7 @@ from polang.errors import PolangError
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Validate a store (any source) or loose policy files against a schema."""
-    from polang.language.parser import parse_policies
+    from polang.language.parser import parse_policies  # polang --help stays fast
     from polang.language.schema import parse_schema, parse_schema_json
     from polang.language.validate import validate_policies
 
@@ -34,12 +34,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     else:
         if len(args.target) != 1:
             raise PolangError("give one store, or policy files with --schema")
-        from polang.store.source import PolicyStoreSource
+        from polang.store.source import PolicyStoreSource  # polang --help stays fast
 
         config = store_config(args.target[0], None)
         store = PolicyStoreSource.from_config(config).load(config)
         findings = validate_policies({**store.all_policies(), **store.templates}, store.schema)
-    from polang.language.values import printable
+    from polang.language.values import printable  # polang --help stays fast
 
     for f in findings:
         print(printable(str(f)))  # one line each, whatever the ids and names hold
@@ -49,7 +49,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_rules(args: argparse.Namespace) -> int:
     """Print the Datalog program the policies lower to (``--sql``: the SQL it becomes)."""
-    from polang.datalog.lower import lower_policies
+    from polang.datalog.lower import lower_policies  # polang --help stays fast
     from polang.language.parser import parse_policies
 
     if args.dialect is not None and not args.sql:
@@ -59,7 +59,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
     if args.store:
         if args.policies or args.schema:
             raise PolangError("--store cannot be combined with policy files or --schema")
-        from polang.store import PolicyStoreSource
+        from polang.store import PolicyStoreSource  # polang --help stays fast
 
         store = PolicyStoreSource.from_location(args.store).load(engine_config(args.config))
         schema = store.schema
@@ -73,6 +73,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
                 pairs.append((p.policy_id or f"policy{index}", p))
                 index += 1
         if args.schema:
+            # polang --help stays fast
             from polang.language.schema import parse_schema, parse_schema_json
 
             text = read_text(args.schema, "schema")  # reported when malformed
@@ -88,7 +89,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
     if schema is None:
         raise PolangError("--sql lays the tables out by the schema: give --schema or --store")
     try:
-        from polang.datalog.sql import program_to_sql
+        from polang.datalog.sql import program_to_sql  # polang --help stays fast
     except ImportError as e:
         raise PolangError(
             f"--sql needs the {e.name or 'sqlglot'} package: pip install 'polang[duckdb]'"
@@ -99,7 +100,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
 
 def cmd_conformance(args: argparse.Namespace) -> int:
     """Run a corpus laid out like the conformance pack; last line is one JSON object."""
-    from polang.conformance import run_corpus
+    from polang.conformance import run_corpus  # polang --help stays fast
 
     with progress_bar("conformance", "files") as progress:
         summary = run_corpus(
@@ -109,7 +110,7 @@ def cmd_conformance(args: argparse.Namespace) -> int:
             limit=args.limit,
             progress=progress,
         )
-    from polang.language.values import printable
+    from polang.language.values import printable  # polang --help stays fast
 
     for f in summary.failures[: args.show]:
         print(printable(str(f)))

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def _config(args: argparse.Namespace) -> Config:
-    from polang.config import Config
+    from polang.config import Config  # polang --help stays fast
 
     base = Config.from_file(args.config) if getattr(args, "config", None) else None
     cfg = Config.from_env(base=base)
@@ -36,7 +36,7 @@ def _store_config(args: argparse.Namespace) -> Config:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from polang.store.tools import validate_store
+    from polang.store.tools import validate_store  # polang --help stays fast
 
     strict = True if getattr(args, "strict", False) else False if args.no_strict else None
     report = validate_store(args.source, _store_config(args), strict=strict)
@@ -72,7 +72,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
-    from polang.store.tools import pack_store
+    from polang.store.tools import pack_store  # polang --help stays fast
 
     summary = pack_store(args.directory, args.output, _store_config(args))
     echo(f"wrote {summary['archive']} ({summary['files']} files, store {summary['id']!r})")
@@ -80,7 +80,7 @@ def cmd_pack(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from polang.store.tools import convert_legacy
+    from polang.store.tools import convert_legacy  # polang --help stays fast
 
     summary = convert_legacy(args.legacy, args.output, _store_config(args))
     echo(

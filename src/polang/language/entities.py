@@ -1,19 +1,30 @@
-"""Entities: the data a request is decided on.
+"""Entities: the data a request is decided on, read from entity JSON.
 
-The model (``Entity``, ``EntityStore``) lives here with the entity-JSON parser, because
-every producer of entities (entity files, default entities, token entities, callers)
-ends in the same model.
+Every producer of entities (entity files, default entities, token entities, callers)
+ends in the same model, ``Entity`` and ``EntityStore`` (:mod:`polang.language.entity_store`,
+below the schema, which makes the action entities; re-exported here).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, ClassVar, cast
+from collections.abc import Iterable, Mapping
+from typing import Any, cast
 
-from polang._record import Record
-from polang.errors import EntityError, EvaluationError, RequestError
+from polang.errors import EntityError, RequestError
 from polang.jsonlimits import MAX_JSON_DEPTH
+from polang.language.entity_store import Entity, EntityStore
+from polang.language.entity_values import NO_TAGS as _NO_TAGS
+from polang.language.entity_values import fast_record as _fast_record
+from polang.language.entity_values import fast_tags as _fast_tags
+from polang.language.entity_values import fast_uid as _fast_uid
+from polang.language.entity_values import valid_type_name as _valid_type_name
+from polang.language.extensions import (
+    EXTENSION_CLASSES,
+    SIGNATURES,
+    call_function,
+    parse_extension_value,
+)
 from polang.language.hierarchy import check_hierarchy, too_deep_message
 from polang.language.schema import (
     BOOL,
@@ -46,68 +57,6 @@ from polang.language.values import (
     type_name,
     value_to_json,
 )
-
-
-class Entity(Record):
-    """An entity: its uid, attributes, parents and tags (mutable: stores build them up)."""
-
-    __slots__ = ("attrs", "parents", "tags", "uid")
-    _frozen: ClassVar[bool] = False
-    uid: EntityUID
-    attrs: dict[str, Value]
-    parents: set[EntityUID]
-    tags: dict[str, Value]
-
-    def __init__(
-        self,
-        uid: EntityUID,
-        attrs: dict[str, Value] | None = None,
-        parents: set[EntityUID] | None = None,
-        tags: dict[str, Value] | None = None,
-    ) -> None:
-        self.uid = uid
-        self.attrs = {} if attrs is None else attrs
-        self.parents = set() if parents is None else parents
-        self.tags = {} if tags is None else tags
-
-
-class EntityStore:
-    """Entities by uid. Later additions replace earlier ones with the same uid."""
-
-    __slots__ = ("_by_uid",)
-
-    def __init__(self, entities: Iterable[Entity] = ()) -> None:
-        self._by_uid: dict[EntityUID, Entity] = {}
-        for e in entities:
-            self._by_uid[e.uid] = e
-
-    def add(self, entity: Entity) -> None:
-        self._by_uid[entity.uid] = entity
-
-    def get(self, uid: EntityUID) -> Entity | None:
-        return self._by_uid.get(uid)
-
-    def as_dict(self) -> dict[EntityUID, Entity]:
-        """The uid -> entity mapping itself (read-only by convention: hot lookups)."""
-        return self._by_uid
-
-    def __contains__(self, uid: object) -> bool:
-        return uid in self._by_uid
-
-    def __iter__(self) -> Iterator[Entity]:
-        return iter(self._by_uid.values())
-
-    def __len__(self) -> int:
-        return len(self._by_uid)
-
-    def merged(self, overrides: Iterable[Entity]) -> EntityStore:
-        """A new store: these entities over this one's (request entities win over defaults)."""
-        out = EntityStore()
-        out._by_uid = dict(self._by_uid)
-        for e in overrides:
-            out._by_uid[e.uid] = e
-        return out
-
 
 # ================================================================ entity JSON
 #
@@ -218,8 +167,6 @@ def _extension(v: object, path: str, depth: int, typed: bool) -> Value:
         raise _Bad(json_path(path, "fn"), 'an extension value needs a function name "fn"')
     if ("arg" in obj) == ("args" in obj):
         raise _Bad(path, 'an extension value needs exactly one of "arg" and "args"')
-    from polang.language.extensions import SIGNATURES, call_function
-
     if "arg" in obj:
         items: list[Any] = [obj["arg"]]
         paths = [json_path(path, "arg")]
@@ -259,8 +206,6 @@ def _extension_value(v: object, name: ExtName, path: str, depth: int) -> Value:
     forms: ``{"__extn": {"fn", "arg" | "args"}}``, the call ``{"fn", "arg" | "args"}``
     without the escape, or the constructor's argument alone (``"10.0.0.1"`` for ipaddr).
     Anywhere else ``{"fn", "arg"}`` is a record."""
-    from polang.language.extensions import EXTENSION_CLASSES, parse_extension_value
-
     if type(v) is str:
         try:
             return parse_extension_value(EXTENSION_CONSTRUCTORS[name], v)
@@ -595,21 +540,7 @@ def _uid_for_message(obj: object, key: str = "uid") -> EntityUID | None:
 # parser's error, with its path. tests/language/test_entities.py checks both agree.
 
 _GIVE_UP = None
-_NO_TAGS: Any = object()
 _NO_PARENT_TYPES: frozenset[str] = frozenset()
-
-_VALID_TYPE_NAMES: set[str] = set()
-"""Entity type names already found valid (``name_error`` is a regex per segment)."""
-
-
-def _valid_type_name(name: str) -> bool:
-    if name in _VALID_TYPE_NAMES:
-        return True
-    if name_error(name) is not None:
-        return False
-    if len(_VALID_TYPE_NAMES) < 4096:  # bounded: callers may send any number of names
-        _VALID_TYPE_NAMES.add(name)
-    return True
 
 
 def _plain_types(schema: Schema) -> dict[str, Any]:
@@ -624,154 +555,6 @@ def _plain_types(schema: Schema) -> dict[str, Any]:
         }
         schema._cache["fast_entity_types"] = table
     return table
-
-
-def _fast_uid(v: Any) -> EntityUID | None:
-    if type(v) is not dict:
-        return None
-    inner = v.get("__entity", v)
-    if inner is not v and len(v) != 1:
-        return None
-    if type(inner) is not dict or len(inner) != 2:
-        return None
-    t, i = inner.get("type"), inner.get("id")
-    if type(t) is str and type(i) is str and _valid_type_name(t):
-        return EntityUID(t, i)
-    return None
-
-
-_EXT: tuple[dict[str, Any], dict[str, type]] | None = None
-
-
-def _fast_extension(x: Any, name: str) -> Any:
-    """An extension value from its string (schema-directed), ``{"__extn": {"fn", "arg"}}``
-    or ``{"fn", "arg"}`` with a constructor and a string argument; anything else (or a bad
-    argument) is the full parser's."""
-    global _EXT
-    if _EXT is None:
-        from polang.language.extensions import EXTENSION_CLASSES, FUNCTIONS
-
-        _EXT = (FUNCTIONS, EXTENSION_CLASSES)
-    functions, classes = _EXT
-    if type(x) is str:
-        fn: Any = EXTENSION_CONSTRUCTORS[name]
-        arg: Any = x
-    elif type(x) is dict and (len(x) == 1 or len(x) == 2):
-        inner = x.get("__extn") if len(x) == 1 else x
-        if type(inner) is not dict or len(inner) != 2:
-            return None
-        fn, arg = inner.get("fn"), inner.get("arg")
-        if type(fn) is not str or type(arg) is not str:
-            return None
-    else:
-        return None
-    impl = functions.get(fn)
-    if impl is None:
-        return None
-    try:
-        value = impl(arg)
-    except (EvaluationError, ValueError):
-        return None
-    return value if type(value) is classes[name] else None
-
-
-def _fast_value(x: Any, t: SchemaType, schema: Schema) -> Any:
-    tx = type(x)
-    tt = type(t)
-    if tt is PrimType:
-        n = t.name  # type: ignore[union-attr]
-        if n == "String":
-            return x if tx is str else None
-        if n == "Long":
-            return x if tx is int and LONG_MIN <= x <= LONG_MAX else None
-        return x if tx is bool else None
-    if tt is EntityRefType:
-        if tx is not dict or "__extn" in x:
-            return None
-        uid = _fast_uid(x)
-        if uid is None or uid.type != t.name:  # type: ignore[union-attr]
-            return None
-        et = schema.entity_type(uid.type)
-        return uid if et is None or et.enum is None else None
-    if tt is SetType:
-        if tx is not list:
-            return None
-        out = []
-        element = t.element  # type: ignore[union-attr]
-        for e in x:
-            v = _fast_value(e, element, schema)
-            if v is None:
-                return None
-            out.append(v)
-        return SetValue(out)
-    if tt is RecordType:
-        if tx is not dict or "__entity" in x or "__extn" in x:
-            return None
-        fields = _fast_record(x, t, schema)  # type: ignore[arg-type]
-        return None if fields is None else RecordValue(fields)
-    if tt is ExtensionType:
-        return _fast_extension(x, t.name)  # type: ignore[union-attr]
-    return None
-
-
-def _fast_record(
-    obj: dict[str, Any], rt: RecordType, schema: Schema, skip: str | None = None
-) -> dict[str, Any] | None:
-    """The record's fields, every key but ``skip`` an attribute of ``rt``; None to defer."""
-    if rt.additional:
-        return None
-    attrs = rt.attributes
-    fields: dict[str, Any] = {}
-    for k, x in obj.items():
-        if k == skip:
-            continue
-        attr = attrs.get(k)
-        if attr is None:
-            return None
-        t = attr.type
-        if type(t) is PrimType:  # the common case, inline
-            tx = type(x)
-            n = t.name
-            if n == "String":
-                if tx is not str:
-                    return None
-            elif n == "Long":
-                if tx is not int or not LONG_MIN <= x <= LONG_MAX:
-                    return None
-            elif tx is not bool:
-                return None
-            fields[k] = x
-            continue
-        v = _fast_value(x, t, schema)
-        if v is None:
-            return None
-        fields[k] = v
-    if len(fields) != len(attrs):
-        for k, attr in attrs.items():
-            if attr.required and k not in fields:
-                return None
-    return fields
-
-
-def _fast_tags(tags: Any, et: Any, schema: Schema) -> dict[str, Any] | None:
-    """The tags converted by the type's declared tag type; None to defer (no tags declared,
-    a non-string key, a value the fast path does not take)."""
-    if type(tags) is not dict:
-        return None
-    if not tags:
-        return {}
-    t = et.tags
-    if t is None:
-        return None
-    out: dict[str, Any] = {}
-    for k, x in tags.items():
-        if type(k) is not str:
-            return None
-        v = _fast_value(x, t, schema)
-        if v is None:
-            return None
-        out[k] = v
-    return out
 
 
 def _fast_entity(o: Any, schema: Schema) -> Entity | None:
@@ -934,7 +717,7 @@ def _converter(schema: Schema, kind: str, key: Any) -> Any:
     if n < GENERATE_AFTER:
         convs.uses[(kind, key)] = n
         return _GENERIC
-    from polang.language import entity_codegen
+    from polang.language import entity_codegen  # on the GENERATE_AFTER-th use (start-up time)
 
     build: Any = {
         "entity": entity_codegen.entity_converter,
@@ -967,16 +750,19 @@ def fast_context(data: Any, schema: Schema, action: EntityUID) -> RecordValue | 
     return None if fields is None else RecordValue(fields)
 
 
-def parse_entity(obj: object, schema: Schema | None = None, *, path: str = "$[0]") -> Entity:
+def parse_entity(
+    obj: object, schema: Schema | None = None, *, path: str = "$[0]", fast: bool = True
+) -> Entity:
     """One entity in the language's JSON form (``{"uid", "attrs", "parents", "tags"}``).
 
     With a schema, the attributes, parents and tags are checked and parsed by their
-    declared types. Raises ``EntityError`` with ``uid`` and ``path`` set.
+    declared types. Raises ``EntityError`` with ``uid`` and ``path`` set. ``fast=False``:
+    the caller tried ``fast_entity`` on ``obj`` already (it deferred; not again).
     """
-    if schema is not None:
-        fast = _fast_entity(obj, schema)
-        if fast is not None:
-            return fast
+    if schema is not None and fast:
+        done = _fast_entity(obj, schema)
+        if done is not None:
+            return done
     try:
         return _parse_entity(obj, schema, path)
     except _Bad as bad:
@@ -996,13 +782,16 @@ def parse_legacy_entity(obj: object, schema: Schema | None = None, *, path: str 
         raise _entity_error(uid, bad) from None
 
 
-def parse_mapped_entity(obj: object, schema: Schema | None = None, *, path: str = "$") -> Entity:
+def parse_mapped_entity(
+    obj: object, schema: Schema | None = None, *, path: str = "$", fast: bool = True
+) -> Entity:
     """The compatibility form ``{"cedar_entity_mapping": {"entity_type": T, "id": I}, **attrs}``:
-    every other key is an attribute; it has no parents and no tags."""
-    if schema is not None and type(obj) is dict:
-        fast = _fast_mapped(obj, schema)
-        if fast is not None:
-            return fast
+    every other key is an attribute; it has no parents and no tags. ``fast``: as in
+    :func:`parse_entity`."""
+    if schema is not None and fast and type(obj) is dict:
+        done = _fast_mapped(obj, schema)
+        if done is not None:
+            return done
     uid: EntityUID | None = None
     try:
         o = _check_object(obj, path, "an entity")
@@ -1163,10 +952,12 @@ def parse_context(
     action: EntityUID | None,
     *,
     path: str = "$.context",
+    fast: bool = True,
 ) -> RecordValue:
     """A request's context: a JSON object (or its text). With a schema and an action, it is
     parsed and checked by the action's context type (unknown, missing and mistyped
-    attributes are errors). Raises ``RequestError`` naming the path.
+    attributes are errors). Raises ``RequestError`` naming the path. ``fast=False``: the
+    caller tried ``fast_context`` on ``data`` already (it deferred; not again).
     """
     if isinstance(data, str | bytes):
         try:
@@ -1180,15 +971,44 @@ def parse_context(
                 raise RequestError(
                     f"context at {path}: action `{action}` is not declared in the schema"
                 )
-            if type(data) is dict:  # plain, well-typed contexts skip the paths and checks
-                fast = fast_context(data, schema, action)
-                if fast is not None:
-                    return fast
+            if fast and type(data) is dict:  # plain, well-typed contexts skip the checks
+                done = fast_context(data, schema, action)
+                if done is not None:
+                    return done
             return _record(data, declared.context, path, schema)
         obj = _check_object(data, path, "the context")
         return RecordValue({k: _untyped(x, json_path(path, k)) for k, x in obj.items()})
     except _Bad as bad:
         raise RequestError(f"context at {bad.path}: {bad.message}") from None
+
+
+def context_record(
+    context: object,
+    schema: Schema | None = None,
+    action: EntityUID | None = None,
+    *,
+    path: str = "$.context",
+    fast: bool = True,
+) -> RecordValue:
+    """A request's context as a record, read the one way every caller reads it (decisions,
+    explanations, queries, diffs): a ``RecordValue`` as given; an object parsed by
+    :func:`parse_context` (by the action's context type with a schema and an action, else
+    by its JSON form alone, escapes and all). Anything else is a ``RequestError``; what
+    ``None`` means (an empty context, an unknown one) is the caller's to say.
+    ``fast``: as in :func:`parse_context`."""
+    if type(context) is dict:
+        data: dict[str, Any] = context
+    elif isinstance(context, RecordValue):
+        return context
+    elif isinstance(context, Mapping):
+        data = dict(context)
+        fast = True  # a copy the converters have not seen
+    else:
+        raise RequestError(f"context: expected an object, got {type(context).__name__}")
+    try:
+        return parse_context(data, schema, action, path=path, fast=fast)
+    except EntityError as e:
+        raise RequestError(f"context: {e}") from None
 
 
 def entity_to_json(e: Entity) -> dict[str, Any]:

@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from polang.language.entities import Entity
+from polang.language.entity_store import Entity
+from polang.language.entity_values import NO_TAGS, fast_extension, fast_record, fast_value
 from polang.language.schema import (
     EntityRefType,
     ExtensionType,
@@ -53,19 +54,17 @@ class _Writer:
     """One generated function's source and the constants it reads (its globals)."""
 
     def __init__(self, schema: Schema) -> None:
-        from polang.language import entities
-
         self.schema = schema
         self.lines: list[str] = []
         self.n = 0
         self.ns: dict[str, Any] = {
             "_schema": schema,
-            "_fast_value": entities._fast_value,
-            "_fast_record": entities._fast_record,
-            "_fast_extension": entities._fast_extension,
+            "_fast_value": fast_value,
+            "_fast_record": fast_record,
+            "_fast_extension": fast_extension,
             "_Entity": Entity,
             "_onew": object.__new__,
-            "_NO_TAGS": entities._NO_TAGS,
+            "_NO_TAGS": NO_TAGS,
             "_M": _MISSING,
             "_tnew": tuple.__new__,
             "_EUID": EntityUID,

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 from polang.errors import PolicyParseError
 from polang.language import ast, lalr
 from polang.language.lalr import Token, Tree
-from polang.language.values import LONG_MAX, LONG_MIN, EntityUID
+from polang.language.values import LONG_MAX, LONG_MIN, EntityUID, is_action_type
 
 if TYPE_CHECKING:
     from lark import Lark
@@ -135,7 +135,7 @@ _PARSER_LOCK = threading.Lock()
 def _grammar_text() -> str:
     # beside this file, as lalr reads it (importlib.resources would import tempfile, shutil
     # and more: 9 ms of every start-up)
-    return lalr._grammar_text("policy")
+    return lalr.grammar_text("policy")
 
 
 def get_parser() -> Lark:
@@ -735,7 +735,7 @@ class _Converter:
                 where, 'expected an action entity (like `Action::"view"`) in the action scope'
             )
         t = e.uid.type
-        if t != "Action" and not t.endswith("::Action"):
+        if not is_action_type(t):
             self.fail(where, f"expected an entity of type `Action` here, found `{e.uid}`")
         return e.uid
 

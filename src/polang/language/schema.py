@@ -24,15 +24,14 @@ from polang._record import Record
 from polang.errors import SchemaError
 from polang.jsonlimits import MAX_JSON_DEPTH, depth_of, too_deep
 from polang.language import lalr
+from polang.language.entity_store import Entity
 from polang.language.hierarchy import check_hierarchy, closure, too_deep_message
-from polang.language.lalr import Token, Tree
+from polang.language.lalr import IDENT_RE, Token, Tree
 from polang.language.values import EntityUID
 
 if TYPE_CHECKING:
     from lark import Lark
     from lark.exceptions import UnexpectedInput
-
-    from polang.language.entities import Entity
 
 # ---------------------------------------------------------------- limits
 
@@ -286,8 +285,6 @@ class Schema(Record):
     def action_entities(self) -> list[Entity]:
         """The action entities, with their parent actions: the entity store takes these
         from the schema, not from entity files."""
-        from polang.language.entities import Entity
-
         return [Entity(uid=a.uid, parents=set(a.member_of)) for a in self.actions.values()]
 
     def ancestor_types(self, name: str) -> frozenset[str]:
@@ -372,7 +369,6 @@ EXTENSION_CONSTRUCTORS: dict[str, str] = {
 
 _PRIMITIVES: dict[str, PrimType] = {"Long": LONG, "String": STRING, "Bool": BOOL}
 _EXTENSIONS: dict[str, ExtensionType] = {n: ExtensionType(n) for n in EXTENSION_TYPES}
-_IDENT_RE = re.compile(r"[_a-zA-Z][_a-zA-Z0-9]*\Z")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -381,7 +377,7 @@ def name_error(name: str) -> str | None:
     if not name:
         return "a name cannot be empty"
     for part in name.split("::"):
-        if not _IDENT_RE.match(part):
+        if not IDENT_RE.match(part):
             return f"`{name}` is not a valid name"
         if part in RESERVED_WORDS:
             return f"`{part}` is a reserved word and cannot be used in the name `{name}`"
@@ -399,7 +395,7 @@ def has_name_shape(name: object, *, qualified: bool = False) -> bool:
     parts = name.split("::")
     if qualified and len(parts) < 2:
         return False
-    return all(_IDENT_RE.match(part) for part in parts)
+    return all(IDENT_RE.match(part) for part in parts)
 
 
 def _qualify(ns: str, name: str) -> str:
@@ -415,7 +411,7 @@ def json_path(base: str, key: str | int) -> str:
     """``base`` extended by one key, in the ``$.a.b[0]["odd key"]`` notation."""
     if isinstance(key, int):
         return f"{base}[{key}]"
-    if _IDENT_RE.match(key):
+    if IDENT_RE.match(key):
         return f"{base}.{key}"
     return f"{base}[{json.dumps(key, ensure_ascii=False)}]"
 
@@ -1001,9 +997,9 @@ def _schema_lexer(tables: lalr.Tables) -> lalr.Lexer:
 
 @functools.cache
 def _lark_parser() -> Lark:
-    from lark import Lark
+    from lark import Lark  # lark: for a syntax error's message only (start-up time)
 
-    from polang.language.schema_lexer import SchemaLexer
+    from polang.language.schema_lexer import SchemaLexer  # lark's lexer
 
     grammar = (Path(__file__).parent / "grammar" / "schema.lark").read_text(encoding="utf-8")
     return Lark(grammar, parser="lalr", lexer=SchemaLexer, maybe_placeholders=True, cache=True)
@@ -1349,7 +1345,7 @@ def _keyword_of(name: str) -> str | None:
     except KeyError:
         return None
     value = str(pattern.value)
-    return value if pattern.type == "str" and _IDENT_RE.match(value) else None
+    return value if pattern.type == "str" and IDENT_RE.match(value) else None
 
 
 @functools.cache
@@ -1450,7 +1446,7 @@ class _JsonReader:
         return name
 
     def _ident(self, name: str, path: str, what: str) -> str:
-        if not _IDENT_RE.match(name):
+        if not IDENT_RE.match(name):
             raise self._err(path, f"`{name}` is not a valid name for {what}")
         if name in RESERVED_WORDS:
             raise self._err(path, f"`{name}` is a reserved word and cannot name {what}")
@@ -1463,7 +1459,7 @@ class _JsonReader:
         out = []
         for k, value in obj.items():
             p = json_path(path, k)
-            if not _IDENT_RE.match(k):
+            if not IDENT_RE.match(k):
                 raise self._err(p, f"`{k}` is not a valid annotation name")
             if value is not None and not isinstance(value, str):
                 raise self._err(

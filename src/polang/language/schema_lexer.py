@@ -15,7 +15,7 @@ from lark.common import LexerConf
 from lark.exceptions import UnexpectedCharacters
 from lark.lexer import Lexer, LexerState
 
-from polang.language.schema import _IDENT_RE
+from polang.language.lalr import IDENT_RE
 
 
 class SchemaLexer(Lexer):
@@ -31,7 +31,7 @@ class SchemaLexer(Lexer):
 
     def __init__(self, conf: LexerConf) -> None:
         literals = {t.pattern.value: t.name for t in conf.terminals if t.pattern.type == "str"}
-        self.keywords = {v: n for v, n in literals.items() if _IDENT_RE.match(v)}
+        self.keywords = {v: n for v, n in literals.items() if IDENT_RE.match(v)}
         self.punctuation = {v: n for v, n in literals.items() if v not in self.keywords}
         symbols = sorted(self.punctuation, key=len, reverse=True)
         self.regex = re.compile(

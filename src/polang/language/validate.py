@@ -25,10 +25,17 @@ from polang.language.typecheck.checker import (
     Issue,
     SchemaIndex,
     check_policy,
-    is_action_type,
     suggest,
 )
-from polang.language.values import EntityUID, RecordValue, SetValue, Value, quote_string, type_name
+from polang.language.values import (
+    EntityUID,
+    RecordValue,
+    SetValue,
+    Value,
+    is_action_type,
+    quote_string,
+    type_name,
+)
 
 _set = object.__setattr__
 

@@ -17,12 +17,18 @@ never built from raw ``frozenset``/``dict`` equality.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from operator import itemgetter
 from typing import Any
 
 from polang.errors import EvaluationError
+
+# re-exported: the escapes of what polang prints are those of the language's literals
+from polang.escapes import UNSAFE_CHARS as UNSAFE_CHARS
+from polang.escapes import printable as printable
+from polang.escapes import printable_json as printable_json
+from polang.escapes import printable_lines as printable_lines
+from polang.escapes import quote_string
 
 LONG_MIN = -(2**63)
 LONG_MAX = 2**63 - 1
@@ -54,6 +60,12 @@ class EntityUID(tuple[str, str]):
 
     def to_json(self) -> dict[str, str]:
         return {"type": self[0], "id": self[1]}
+
+
+def is_action_type(name: str) -> bool:
+    """Whether ``name`` is an action entity type: exactly those whose last name component
+    is ``Action`` (the language fixes the name; a schema only says which actions exist)."""
+    return name == "Action" or name.endswith("::Action")
 
 
 class _BoolKey:
@@ -192,60 +204,6 @@ def type_name(v: Value) -> str:
     if t is RecordValue:
         return "Record"
     return getattr(v, "TYPE_NAME", t.__name__)
-
-
-_ESCAPES = {
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "\\": "\\\\",
-    "\0": "\\0",
-    '"': '\\"',
-}
-
-#: The characters polang never prints raw (docs/security.md, "What polang prints"): C0
-#: controls and DEL, C1 controls (U+0080-U+009F: U+009B is a one-character CSI, U+0085 a
-#: line break), the line and paragraph separators U+2028/U+2029, the bidirectional
-#: controls that reorder what a reader sees (U+061C, U+200E/F, U+202A-E, U+2066-9:
-#: "Trojan Source") and lone surrogates (which UTF-8 cannot encode: printing one raises).
-_UNSAFE_ABOVE_C0 = "\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
-UNSAFE_CHARS = "\x00-\x1f" + _UNSAFE_ABOVE_C0
-_UNSAFE = re.compile(f"[{UNSAFE_CHARS}]")
-_UNSAFE_BUT_LINES = re.compile(f"[\x00-\x08\x0b-\x1f{_UNSAFE_ABOVE_C0}]")
-_QUOTED = re.compile(f'[{UNSAFE_CHARS}"\\\\]')
-
-
-def _escape(m: re.Match[str]) -> str:
-    ch = m.group()
-    return _ESCAPES.get(ch) or f"\\u{{{ord(ch):x}}}"
-
-
-def quote_string(s: str) -> str:
-    """A polang string literal that parses back to exactly ``s``, with no character of
-    :data:`UNSAFE_CHARS` in it (each is an escape): safe to print and one line long."""
-    return '"' + _QUOTED.sub(_escape, s) + '"'
-
-
-def printable(s: str) -> str:
-    """``s`` with each character of :data:`UNSAFE_CHARS` written as its escape (``\\n``,
-    ``\\u{9b}``), the rest as it is: for a caller's text shown outside a literal (ids in
-    tables and trees, messages), so that it cannot move the cursor, restyle or clear the
-    terminal, reorder the line or start a new one."""
-    return _UNSAFE.sub(_escape, s)
-
-
-def printable_lines(s: str) -> str:
-    """:func:`printable` for text whose own line breaks are meant (an error message with a
-    source excerpt and a caret under it): ``\\n`` and ``\\t`` are kept, every other
-    unsafe character escaped."""
-    return _UNSAFE_BUT_LINES.sub(_escape, s)
-
-
-def printable_json(text: str) -> str:
-    """JSON text (``json.dumps(..., ensure_ascii=False)``, which escapes only C0) with
-    every other unsafe character as a ``\\uXXXX`` escape: the same JSON value, safe to
-    print. Unsafe characters can only stand inside its strings, where the escape is valid."""
-    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def value_repr(v: Value) -> str:

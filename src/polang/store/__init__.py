@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from polang._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from polang.store.errors import (
+    from polang.inputs.problems import (
         KINDS,
         PolicyStoreLoadError,
         StoreProblem,
@@ -31,25 +31,25 @@ if TYPE_CHECKING:
         load_policy_store,
         load_policy_store_archive_bytes,
     )
-    from polang.tokens.settings import (
+    from polang.tokens.records import (
         ClaimMapping,
         IssuerSettings,
         TokenMetadata,
     )
 
 _LAZY: dict[str, str] = {
-    "KINDS": "polang.store.errors",
-    "PolicyStoreLoadError": "polang.store.errors",
-    "StoreProblem": "polang.store.errors",
+    "KINDS": "polang.inputs.problems",
+    "PolicyStoreLoadError": "polang.inputs.problems",
+    "StoreProblem": "polang.inputs.problems",
     "PolicyStore": "polang.store.model",
     "TemplateLink": "polang.store.model",
     "StoreRefresher": "polang.store.refresh",
     "PolicyStoreSource": "polang.store.source",
     "load_policy_store": "polang.store.source",
     "load_policy_store_archive_bytes": "polang.store.source",
-    "ClaimMapping": "polang.tokens.settings",
-    "IssuerSettings": "polang.tokens.settings",
-    "TokenMetadata": "polang.tokens.settings",
+    "ClaimMapping": "polang.tokens.records",
+    "IssuerSettings": "polang.tokens.records",
+    "TokenMetadata": "polang.tokens.records",
 }
 
 

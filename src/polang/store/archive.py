@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from polang.errors import PolicyStoreError
-from polang.store.errors import Problems
-from polang.store.fields import show
+from polang.inputs.fields import show
+from polang.inputs.problems import Problems
 
 MAX_ENTRIES = 10_000
 MAX_UNCOMPRESSED = 100 * 1024 * 1024

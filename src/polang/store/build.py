@@ -14,18 +14,19 @@ from typing import TYPE_CHECKING, Any
 from polang._record import replace
 from polang.config import Config
 from polang.errors import PolangError, PolicyParseError, SchemaError
+from polang.inputs.fields import Checker, jpath, listing, show
+from polang.inputs.problems import Problems, StoreProblem, strip_position_prefix
+from polang.inputs.strict import load_json
 from polang.language.ast import Annotation, EntityLit, Policy, condition_nodes, link_template
 from polang.language.entities import Entity, EntityStore, parse_entity, parse_legacy_entity
 from polang.language.parser import parse_entity_uid, parse_policies
 from polang.language.schema import Schema, has_name_shape, parse_schema, parse_schema_json
 from polang.language.values import EntityUID
-from polang.store.errors import Problems, StoreProblem, strip_position_prefix
-from polang.store.fields import Checker, jpath, listing, show
 from polang.store.model import PolicyStore, TemplateLink
-from polang.store.raw import PolicyPart, RawStore, TextPart, load_json
+from polang.store.raw import PolicyPart, RawStore, TextPart
 
 if TYPE_CHECKING:
-    from polang.tokens.settings import IssuerSettings
+    from polang.tokens.records import IssuerSettings
 
 LINK_FIELDS = ("template_id", "link_id", "principal", "resource")
 
@@ -360,7 +361,7 @@ def _issuers(raw: RawStore, problems: Problems) -> dict[str, IssuerSettings]:
         return out
     # the issuer checks and the token layer's model load with the first store that has
     # issuers (start-up time)
-    from polang.store.issuers import check_trusted_issuer
+    from polang.tokens.records import check_trusted_issuer
 
     where: dict[str, str] = {}
     for part in raw.issuers:
@@ -517,7 +518,7 @@ def _issuer_url_of(text: str, issuers: list[IssuerSettings]) -> IssuerSettings |
     """The issuer whose URL ``text`` is (scheme and host case and a trailing ``/`` aside)."""
     if "://" not in text:
         return None
-    from polang.tokens.issuers import issuer_from_endpoint, normalize_issuer
+    from polang.tokens.issuers import issuer_from_endpoint, normalize_issuer  # tokens: start-up
 
     try:
         want = normalize_issuer(text)

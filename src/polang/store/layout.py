@@ -16,12 +16,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from polang.config import Config
+from polang.inputs.fields import Checker, is_version, jpath, listing, parse_utc, show
 from polang.inputs.files import NOT_REGULAR, InputFileError, describe_mode
 from polang.inputs.files import read_regular_file as read_file
+from polang.inputs.problems import Problems
+from polang.inputs.strict import decode_text, load_json
 from polang.store.archive import MAX_ENTRIES, MAX_UNCOMPRESSED
-from polang.store.errors import Problems
-from polang.store.fields import Checker, is_version, jpath, listing, parse_utc, show
-from polang.store.raw import JsonPart, PolicyPart, RawStore, TextPart, decode_text, load_json
+from polang.store.raw import JsonPart, PolicyPart, RawStore, TextPart
 
 METADATA = "metadata.json"
 MANIFEST = "manifest.json"

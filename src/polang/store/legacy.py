@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from polang.config import Config
-from polang.store.errors import Problems
-from polang.store.fields import Checker, is_version, jpath, listing, parse_legacy_date, show
-from polang.store.raw import JsonPart, PolicyPart, RawStore, TextPart, load_json, load_yaml
+from polang.inputs.fields import Checker, is_version, jpath, listing, parse_legacy_date, show
+from polang.inputs.problems import Problems
+from polang.inputs.strict import load_json, load_yaml
+from polang.store.raw import JsonPart, PolicyPart, RawStore, TextPart
 
 WRAPPER_FIELDS = ("polang_version", "policy_stores")
 RECORD_FIELDS = (

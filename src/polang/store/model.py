@@ -9,18 +9,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from polang._record import Record
+from polang.inputs.problems import StoreProblem
 from polang.language.ast import Policy
 from polang.language.entities import Entity, EntityStore
 from polang.language.schema import Schema
 from polang.language.values import EntityUID
-from polang.store.errors import StoreProblem
 
 _set = object.__setattr__
 
 if TYPE_CHECKING:  # annotations only (start-up time: a store without issuers needs none)
     from datetime import datetime
 
-    from polang.tokens.settings import IssuerSettings
+    from polang.tokens.records import IssuerSettings
 
 
 class TemplateLink(Record):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from polang.config import Config
 from polang.http import Fetcher, FetchError, FetchLimits
-from polang.store.errors import Problems
+from polang.inputs.problems import Problems
 
 if TYPE_CHECKING:
     import ssl
@@ -34,7 +34,7 @@ def fetch_bytes(
     """
     problems = Problems(url)
     own = fetcher is None
-    client = fetcher or Fetcher(FetchLimits.from_config(config), ssl_context)
+    client = fetcher or Fetcher(fetch_limits(config), ssl_context)
     try:
         return client.get(url, accept=accept, https_only=False).body
     except FetchError as e:
@@ -42,3 +42,13 @@ def fetch_bytes(
     finally:
         if own:
             client.close()
+
+
+def fetch_limits(config: Config) -> FetchLimits:
+    """The ``ENGINE_HTTP_*`` values as the HTTP client takes them: the client does not
+    know the configuration (both sit in one layer, below the store)."""
+    return FetchLimits(
+        timeout=config.http_request_timeout,
+        max_retries=config.http_max_retries,
+        max_response_size=config.http_max_response_size_bytes,
+    )

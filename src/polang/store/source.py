@@ -23,12 +23,13 @@ from urllib.parse import urlsplit
 from polang._record import Record
 from polang.config import STORE_SOURCE_KEYS, Config
 from polang.errors import ConfigError
+from polang.inputs.problems import Problems
+from polang.inputs.strict import decode_text
 from polang.store.archive import MAX_UNCOMPRESSED, ZIP_MAGIC, read_archive
 from polang.store.build import build_store
-from polang.store.errors import Problems
 from polang.store.layout import StoreFileError, read_directory, read_layout, read_named_file
 from polang.store.model import PolicyStore
-from polang.store.raw import RawStore, decode_text
+from polang.store.raw import RawStore
 
 if TYPE_CHECKING:  # annotations only: ssl is imported by the HTTP client that uses it
     import ssl
@@ -231,7 +232,7 @@ class PolicyStoreSource(Record):
                 )
                 fmt = "yaml" if self.kind == "legacy_yaml_file" else "json"
             elif self.kind == "legacy_url":
-                from polang.store.remote import fetch_bytes
+                from polang.store.remote import fetch_bytes  # httpx: only for URL sources
 
                 body = fetch_bytes(
                     self.location, config, accept="application/json", ssl_context=ssl_context
@@ -248,7 +249,7 @@ class PolicyStoreSource(Record):
                 text = self.text or ""
                 fmt = "json" if text.lstrip()[:1] in ("{", "[") else "yaml"
             if text is not None:
-                from polang.store.legacy import read_legacy
+                from polang.store.legacy import read_legacy  # legacy stores only (start-up)
 
                 raw = read_legacy(
                     text,

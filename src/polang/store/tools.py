@@ -16,13 +16,16 @@ from typing import Any
 
 from polang.config import Config
 from polang.errors import PolangError, PolicyStoreError
+from polang.inputs.fields import is_version
+from polang.inputs.problems import PolicyStoreLoadError, Problems, StoreProblem
 from polang.language.entities import entity_to_json
+from polang.language.parser import parse_policies
+from polang.language.validate import validate_policies
 from polang.store.archive import write_archive
 from polang.store.build import build_store
-from polang.store.errors import PolicyStoreLoadError, Problems, StoreProblem
-from polang.store.fields import is_version
 from polang.store.layout import MANIFEST, build_manifest, read_directory, read_layout
 from polang.store.model import PolicyStore
+from polang.store.schema_text import SchemaPrintError, schema_to_text
 from polang.store.source import PolicyStoreSource
 
 DEFAULT_POLANG_VERSION = "4.0.0"
@@ -97,8 +100,6 @@ def validate_store(
     out["summary"] = store.summary()
     out["warnings"] = _problem_dicts(store.warnings)
     if schema_strict:
-        from polang.language.validate import validate_policies
-
         findings = validate_policies({**store.policies, **store.templates}, store.schema)
         out["validation_errors"] = [str(f) for f in findings if f.severity == "error"]
     out["valid"] = not out["validation_errors"]
@@ -173,9 +174,6 @@ def convert_legacy(
     The legacy store is checked in full first; ``out_dir`` must not exist or be empty.
     The result loads to the same policies, schema, issuers and entities.
     """
-    from polang.language.parser import parse_policies
-    from polang.store.schema_text import SchemaPrintError, schema_to_text
-
     config = config or Config()
     src = PolicyStoreSource.legacy_file(legacy_path)
     if not Path(legacy_path).is_file():

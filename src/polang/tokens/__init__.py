@@ -29,14 +29,16 @@ if TYPE_CHECKING:
         trusted_issuer_entity,
         trusted_issuer_type,
     )
-    from polang.tokens.settings import (
-        ALL_ALGORITHMS,
-        ASYMMETRIC_ALGORITHMS,
+    from polang.tokens.records import (
         DEFAULT_ENTITY_TYPES,
         ClaimMapping,
         IssuerSettings,
         RegexGroup,
         TokenMetadata,
+    )
+    from polang.tokens.settings import (
+        ALL_ALGORITHMS,
+        ASYMMETRIC_ALGORITHMS,
         TokenSettings,
     )
 
@@ -54,11 +56,11 @@ _LAZY: dict[str, str] = {
     "trusted_issuer_type": "polang.tokens.processor",
     "ALL_ALGORITHMS": "polang.tokens.settings",
     "ASYMMETRIC_ALGORITHMS": "polang.tokens.settings",
-    "DEFAULT_ENTITY_TYPES": "polang.tokens.settings",
-    "ClaimMapping": "polang.tokens.settings",
-    "IssuerSettings": "polang.tokens.settings",
-    "RegexGroup": "polang.tokens.settings",
-    "TokenMetadata": "polang.tokens.settings",
+    "DEFAULT_ENTITY_TYPES": "polang.tokens.records",
+    "ClaimMapping": "polang.tokens.records",
+    "IssuerSettings": "polang.tokens.records",
+    "RegexGroup": "polang.tokens.records",
+    "TokenMetadata": "polang.tokens.records",
     "TokenSettings": "polang.tokens.settings",
 }
 

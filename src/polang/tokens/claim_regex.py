@@ -61,7 +61,7 @@ from typing import Any, Protocol
 MAX_MAPPED_CLAIM_CHARS = 4096
 
 _WHITESPACE = frozenset(" \t\n\r\v\f")  # what Python's verbose mode skips
-_QUOTED_CHARS = 80  # of a pattern in a message (polang.store.fields.MAX_QUOTED_CHARS)
+_QUOTED_CHARS = 80  # of a pattern in a message (polang.inputs.fields.MAX_QUOTED_CHARS)
 # An inline flag group, ``(?flags)`` or ``(?flags-flags:``; anchored at one position and
 # backtracking only over its own letters.
 _FLAG_GROUP = re.compile(r"\(\?([A-Za-z]*+)(?:-([A-Za-z]*+))?([:)])")

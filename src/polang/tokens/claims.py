@@ -12,8 +12,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from polang import jsonlimits
 from polang.errors import PolangError
+from polang.jsonlimits import loads
 from polang.language.schema import (
     EntityRefType,
     ExtensionType,
@@ -25,7 +25,8 @@ from polang.language.schema import (
 )
 from polang.language.values import LONG_MAX, LONG_MIN, EntityUID, RecordValue, SetValue, Value
 from polang.tokens.claim_regex import MAX_MAPPED_CLAIM_CHARS
-from polang.tokens.settings import ClaimMapping, describe_json
+from polang.tokens.records import ClaimMapping
+from polang.tokens.settings import describe_json
 
 
 class ClaimError(Exception):
@@ -196,9 +197,7 @@ class _RefusedJson(PolangError):
 def _json_one(v: Any, where: str) -> dict[str, Any]:
     if isinstance(v, str):
         try:
-            v = jsonlimits.loads(
-                v, what=f"{where}: the json mapping needs a JSON object", error=_RefusedJson
-            )
+            v = loads(v, what=f"{where}: the json mapping needs a JSON object", error=_RefusedJson)
         except _RefusedJson as e:
             raise ClaimError(str(e)) from None
     if not isinstance(v, dict):

@@ -24,15 +24,12 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from polang import jsonlimits
 from polang.errors import ConfigError
 from polang.http import Fetcher, FetchError, cache_control_max_age, short_url
-from polang.tokens.settings import (
-    ALL_ALGORITHMS,
-    WELL_KNOWN_SUFFIX,
-    IssuerSettings,
-    TokenSettings,
-)
+from polang.inputs.files import InputFileError, read_regular_file
+from polang.jsonlimits import loads
+from polang.tokens.records import IssuerSettings
+from polang.tokens.settings import ALL_ALGORITHMS, WELL_KNOWN_SUFFIX, TokenSettings
 
 if TYPE_CHECKING:
     import jwt
@@ -289,13 +286,11 @@ def parse_jwks(
 
 def load_local_jwks(path: str, issuer_ids: Sequence[str]) -> dict[str, list[JsonWebKey]]:
     """``ENGINE_LOCAL_JWKS``: ``{"<issuer_id>": [JWK, ...]}`` (a JWKS object is accepted too)."""
-    from polang.inputs.files import InputFileError, read_regular_file
-
     try:  # a regular file (a FIFO would block), a link followed (mounted secrets)
         data = read_regular_file(path, _MAX_LOCAL_JWKS_BYTES, "the 10 MiB limit of local keys")
     except InputFileError as e:
         raise ConfigError(f"ENGINE_LOCAL_JWKS: {path!r}: {e.reason}") from None
-    doc = jsonlimits.loads(data, what=f"ENGINE_LOCAL_JWKS: {path!r}", error=ConfigError)
+    doc = loads(data, what=f"ENGINE_LOCAL_JWKS: {path!r}", error=ConfigError)
     if not isinstance(doc, dict):
         raise ConfigError(f"ENGINE_LOCAL_JWKS: {path!r}: expected an object of issuer ids")
     out: dict[str, list[JsonWebKey]] = {}

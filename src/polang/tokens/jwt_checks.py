@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from polang import jsonlimits
 from polang.errors import PolangError
+from polang.jsonlimits import loads
 from polang.language.values import LONG_MAX, LONG_MIN
 from polang.tokens.issuers import IssuerKeys, KeyLookupError
 from polang.tokens.model import TokenDrop
@@ -62,7 +62,7 @@ def _json_object(data: bytes, what: str) -> dict[str, Any]:
     # bounded nesting: the claims are read before the signature is checked, so an
     # unsigned token must not be able to make the parser recurse
     try:
-        obj = jsonlimits.loads(data, what=f"the JWT {what}", error=_RefusedJson)
+        obj = loads(data, what=f"the JWT {what}", error=_RefusedJson)
     except _RefusedJson as e:
         raise TokenDrop("invalid_input", str(e)) from None
     if not isinstance(obj, dict):

@@ -9,7 +9,7 @@ from typing import Any, Literal, get_args
 from polang.errors import TokenError, bound_message
 from polang.language.entities import Entity
 from polang.language.values import EntityUID, RecordValue
-from polang.tokens.settings import TokenMetadata
+from polang.tokens.records import TokenMetadata
 
 DropKind = Literal[
     "invalid_input",

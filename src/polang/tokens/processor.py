@@ -40,7 +40,8 @@ from polang.tokens.model import (
     TokenInput,
     TokenLogId,
 )
-from polang.tokens.settings import IssuerSettings, TokenMetadata, TokenSettings
+from polang.tokens.records import IssuerSettings, TokenMetadata
+from polang.tokens.settings import TokenSettings
 from polang.tokens.status_list import StatusListChecker
 
 # The attributes every token entity may carry; claims never overwrite them. ``issuer``

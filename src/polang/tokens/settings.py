@@ -1,10 +1,7 @@
-"""The inputs of token handling: trusted issuers, token metadata and ``ENGINE_*`` values.
+"""The ``ENGINE_*`` values token handling reads, and the algorithms it knows.
 
-These typed records are the one model of a trusted issuer: the store loader
-(:mod:`polang.store.issuers`) builds them when it checks a store, and the engine hands
-them to token handling as they are. The ``from_dict`` constructors run that same parser
-on a record given in code (importing it when called, since the store package imports
-this module); every error names the JSON path of the bad value.
+The trusted issuers and their token metadata (the store's records) are
+:mod:`polang.tokens.records`.
 """
 
 from __future__ import annotations
@@ -12,16 +9,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from polang.errors import ConfigError, PolicyStoreError
-from polang.language.schema import has_name_shape
+from polang.errors import ConfigError
+from polang.http import FetchLimits
 
 if TYPE_CHECKING:
     import ssl
-
-    from polang.http import FetchLimits
-    from polang.tokens.claim_regex import ClaimPattern
 
 ASYMMETRIC_ALGORITHMS: tuple[str, ...] = (
     "RS256",
@@ -45,17 +39,6 @@ WELL_KNOWN_SUFFIX = "/.well-known/openid-configuration"
 #: headers past 8-16 KiB), and small enough that refusing costs nothing.
 DEFAULT_TOKEN_MAX_SIZE = 64 * 1024
 
-# Token names the spec gives defaults for; any other name needs ``entity_type_name``.
-DEFAULT_ENTITY_TYPES: dict[str, str] = {
-    "access_token": "Svc::Access_token",
-    "id_token": "Svc::Id_token",
-    "userinfo_token": "Svc::Userinfo_token",
-    "tx_token": "Svc::Tx_token",
-}
-
-
-RegexValueType = Literal["String", "Number", "Boolean"]
-
 
 def describe_json(v: object) -> str:
     """A claim's or record field's JSON kind, for messages ("a string", "an array"...)."""
@@ -72,120 +55,6 @@ def describe_json(v: object) -> str:
     if isinstance(v, dict):
         return "an object"
     return type(v).__name__
-
-
-@dataclass(frozen=True, slots=True)
-class RegexGroup:
-    """Where one named group of a ``regex`` claim mapping goes and how it is typed."""
-
-    attr: str
-    type: RegexValueType
-
-
-@dataclass(frozen=True)
-class ClaimMapping:
-    """``claim_mapping.<claim>``: a claim turned into a value of schema type ``type``.
-
-    ``regex``: ``pattern`` is the compiled ``regex_expression`` (RE2, matched in linear
-    time: :mod:`polang.tokens.claim_regex`) and ``groups`` maps each named group to its
-    attribute. ``json``: the claim (a JSON object or a string holding
-    one) becomes a record of ``type``.
-    """
-
-    parser: Literal["regex", "json"]
-    type: str
-    regex_expression: str | None = None
-    groups: Mapping[str, RegexGroup] = field(default_factory=dict)
-    pattern: ClaimPattern | None = field(default=None, compare=False, repr=False)
-
-    @classmethod
-    def from_dict(cls, d: object, path: str) -> ClaimMapping:
-        """Validate one JSON record with the store's rules; raises ``PolicyStoreError``."""
-        from polang.store.issuers import check_claim_mapping, parse_record
-
-        return parse_record(lambda ck: check_claim_mapping(d, ck, path))
-
-
-@dataclass(frozen=True)
-class TokenMetadata:
-    """One ``token_metadata`` entry: how tokens of one type are checked and mapped.
-
-    ``role_mapping`` is a tuple of claim names; the empty tuple means disabled (``""``).
-    ``expected_audience``: a token of this type must name one of these in its ``aud``
-    (empty: the issuer's ``expected_audience``, and no check when that is empty too).
-    ``role_mapping_explicit`` records whether the store set it (the userinfo fallback
-    applies only when no token type sets it).
-    """
-
-    entity_type_name: str
-    trusted: bool = True
-    token_id: str = "jti"
-    user_id: str = "sub"
-    workload_id: str = "aud"
-    role_mapping: tuple[str, ...] = ("role",)
-    principal_mapping: tuple[str, ...] = ()
-    required_claims: tuple[str, ...] = ()
-    claim_mapping: Mapping[str, ClaimMapping] = field(default_factory=dict)
-    role_mapping_explicit: bool = False
-    expected_audience: tuple[str, ...] = ()
-
-    @classmethod
-    def from_dict(
-        cls, d: object, path: str = "token_metadata", *, token_name: str | None = None
-    ) -> TokenMetadata:
-        """Validate one JSON record. ``token_name`` supplies the spec's default type name."""
-        from polang.store.issuers import check_token_metadata, parse_record
-
-        return parse_record(lambda ck: check_token_metadata(token_name, d, ck, path))
-
-
-@dataclass(frozen=True)
-class IssuerSettings:
-    """One trusted issuer: ``issuer_id`` is its key in ``trusted_issuers``.
-
-    ``expected_audience`` is the default of its token types' ``expected_audience``.
-    """
-
-    issuer_id: str
-    name: str
-    openid_configuration_endpoint: str
-    token_metadata: Mapping[str, TokenMetadata] = field(default_factory=dict)
-    description: str = ""
-    expected_audience: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not has_name_shape(self.name):  # it names the TrustedIssuer namespace
-            raise PolicyStoreError(
-                f"trusted issuer {self.issuer_id!r}: name {self.name!r} must be a namespace "
-                "(identifiers joined by '::'), because it names the issuer's TrustedIssuer type"
-            )
-
-    @classmethod
-    def from_dict(cls, issuer_id: str, d: object, path: str | None = None) -> IssuerSettings:
-        """Validate one trusted issuer record (``trusted_issuers.<issuer_id>``).
-
-        The rules and messages are the store loader's (one parser for both); every problem
-        is reported, each as ``<JSON path>: <message>``.
-        """
-        from polang.store.fields import jpath
-        from polang.store.issuers import check_trusted_issuer, parse_record
-
-        where = path or jpath("trusted_issuers", issuer_id)
-        return parse_record(lambda ck: check_trusted_issuer(issuer_id, d, ck, where))
-
-    def audience_for(self, meta: TokenMetadata) -> tuple[str, ...]:
-        """The audiences a token of type ``meta`` must name one of (empty: no check)."""
-        return meta.expected_audience or self.expected_audience
-
-    def metadata_for(self, mapping: str) -> tuple[str, TokenMetadata] | None:
-        """The token name and metadata whose ``entity_type_name`` is the request mapping,
-        or, for a mapping without ``::``, whose token name it is (Cedarling accepts
-        ``"access_token"`` as well as ``"Acme::Access_Token"``)."""
-        for token_name, meta in self.token_metadata.items():
-            if meta.entity_type_name == mapping:
-                return token_name, meta
-        named = self.token_metadata.get(mapping) if "::" not in mapping else None
-        return (mapping, named) if named is not None else None
 
 
 @dataclass(frozen=True)
@@ -250,8 +119,6 @@ class TokenSettings:
 
     def fetch_limits(self) -> FetchLimits:
         """The ``ENGINE_HTTP_*`` values as the HTTP client takes them."""
-        from polang.http import FetchLimits
-
         return FetchLimits(
             timeout=self.http_timeout,
             max_retries=self.http_max_retries,

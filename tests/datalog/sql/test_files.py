@@ -12,8 +12,9 @@ import pytest
 from polang.datalog.authorizer import Authorizer
 from polang.datalog.facts import EntityFacts
 from polang.datalog.query import access_matrix, what_can, who_can
-from polang.datalog.sql.duck import DuckDBFileEngine, connect
+from polang.datalog.sql.duck import connect
 from polang.datalog.sql.engine import KEYS
+from polang.datalog.sql.files import DuckDBFileEngine
 from polang.datalog.sql.tables import SqlError
 from polang.language.entities import parse_context, parse_entities
 from polang.language.parser import parse_policies

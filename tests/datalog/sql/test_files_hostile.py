@@ -14,7 +14,8 @@ import pytest
 from polang.datalog.authorizer import Authorizer
 from polang.datalog.facts import EntityFacts
 from polang.datalog.query import who_can
-from polang.datalog.sql.duck import DuckDBFileEngine, connect
+from polang.datalog.sql.duck import connect
+from polang.datalog.sql.files import DuckDBFileEngine
 from polang.errors import EntityError, PolangError
 from polang.inputs.files import InputFileError
 from polang.language.entities import parse_entities

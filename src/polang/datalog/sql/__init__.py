@@ -19,15 +19,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sqlglot import exp
+
 from polang.datalog.facts import EntityFacts
 from polang.datalog.ir import Program
 from polang.language.entities import Entity
 from polang.language.schema import Schema
 from polang.language.values import EntityUID, RecordValue, quote_string
 
+from .duck import DuckDBEngine
 from .engine import FORMATS, Format, SqlEngine, SqlEntry, SqlFallback, SqlResult
-from .lower import Layout, Unsupported
+from .files import DuckDBFileEngine
+from .lower import Layout, Unsupported, col
 from .plan import Fallback, Planner, Population, decision_query, sql_comment
+from .spark import SparkEngine, session_proof
 from .tables import SqlError, table_spec
 from .types import DIALECTS
 
@@ -69,18 +74,12 @@ def sql_engine(
             raise SqlError("entity files are read by the duckdb engine")
         if schema is None:
             raise SqlError("entities read from files are typed by the schema: give one")
-        from .duck import DuckDBFileEngine
-
         return DuckDBFileEngine(program, files, schema, **options)
     ents = entities if entities is not None else own
     if ents is None:
         raise SqlError("no entities: pass entities=, files=, or a polang Engine as the source")
     if engine == "spark":
-        from .spark import SparkEngine
-
         return SparkEngine(program, ents, schema, spark=spark, **options)
-    from .duck import DuckDBEngine
-
     return DuckDBEngine(program, ents, schema, **options)
 
 
@@ -165,10 +164,6 @@ def program_to_sql(
 ) -> str:
     """The SQL a Program becomes (what ``polang rules --sql`` prints): the matrix query of
     each action over the tables of ``docs/sql.md``, uids looked up in ``polang_uid``."""
-    from sqlglot import exp
-
-    from .lower import col
-
     if dialect not in DIALECTS:
         raise SqlError(f"unknown SQL dialect {dialect!r}; known: {', '.join(DIALECTS)}")
     spec = table_spec(schema, ())
@@ -208,8 +203,6 @@ def program_to_sql(
             )
         dq = decision_query(aq, planner)
         if dq is not None and dialect == "spark":  # as SparkRunner sends it
-            from .spark import session_proof
-
             dq = session_proof(dq)
         out.append(dq.sql(dialect=dialect, pretty=True) + ";" if dq is not None else "-- none")
     return "\n".join(out) + "\n"

@@ -1,13 +1,13 @@
 """The diff of two stores' access on DuckDB or Spark: ``polang diff --engine duckdb|spark``.
 
-The in-process :func:`polang.authoring.diff.diff` recomputes only what a change reaches;
+The in-process diff (:mod:`polang.datalog.diff`) recomputes only what a change reaches;
 its answer is a list of Python objects. At warehouse scale the answer itself is the
 problem (a schema change or a broad policy edit moves millions of triples), so here both
 sides' access matrices are computed by the SQL engine (with their policies, streamed to
 Parquet in a temporary directory), then one SQL query per action joins the two on the
 six key columns and keeps the triples whose decision moved (``deny``, ``conditional``,
 ``allow``), with the policies of each side. The rows go to the ``output`` file (Parquet,
-CSV or JSON lines) or come back as :class:`~polang.authoring.diff.DiffEntry` objects; the
+CSV or JSON lines) or come back as :class:`~polang.datalog.diff.DiffEntry` objects; the
 matrices never pass through Python.
 
 The model is the in-process one (docs/diff.md): the same gained/lost rule, the policies
@@ -29,23 +29,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from polang.authoring.diff import (
+from polang._record import replace
+from polang.datalog.authorizer import Authorizer
+from polang.datalog.diff import (
     DiffEntry,
     DiffResult,
     DiffStats,
     Side,
-    _changed_entities,
-    _context,
-    _is_action,
-    _policy_texts,
-    _schema_json,
+    changed_entities,
+    diff_context,
+    policy_texts,
+    schema_json,
     sides,
 )
+from polang.datalog.facts import Request
 from polang.language import ast
 from polang.language.entities import Entity
-from polang.language.values import EntityUID, RecordValue
+from polang.language.values import EntityUID, RecordValue, is_action_type
 
 from . import ENGINES, sql_engine
+from . import spark as spark_engine  # its session_from_env looked up when called
 from .engine import FORMATS, KEYS, Format
 from .tables import SqlError
 
@@ -224,9 +227,6 @@ def _output_sql(d: _Dialect, fmt: str) -> str:
 def _forbids_as_permits(authorizer: Any) -> Any | None:
     """The side's forbids alone, each as a permit: their matrix (with reasons) lists the
     forbids that apply to each triple, which is what a denied side reports."""
-    from polang._record import replace
-    from polang.datalog.authorizer import Authorizer
-
     forbids = {
         pid: replace(p, effect="permit")
         for pid, p in authorizer.policies.items()
@@ -293,7 +293,7 @@ def sql_diff(
 
     ``old``, ``new``, ``entities``, ``old_entities`` and ``context`` mean what they mean
     for :func:`polang.authoring.diff.diff` (engines or :class:`Side` objects; entity
-    objects laid over a side, :func:`~polang.authoring.diff.sides`; ``context=None``
+    objects laid over a side, :func:`~polang.datalog.diff.sides`; ``context=None``
     unknown). ``output``: write the rows there
     (``format`` parquet, csv or jsonl; Spark writes a directory of part files) instead of
     returning entries. ``workdir``: where the two matrices are staged (a temporary
@@ -324,17 +324,17 @@ def sql_diff(
     if files["old"] and old_entities is None:
         old_entities = ()  # that side's data comes from the files alone
     o, n = sides(old, new, entities, old_entities)
-    ctx = _context(context)
+    ctx = diff_context(context)
     stats = DiffStats()
-    texts_o, texts_n = _policy_texts(o.authorizer), _policy_texts(n.authorizer)
+    texts_o, texts_n = policy_texts(o.authorizer), policy_texts(n.authorizer)
     changed_p = sorted(
         pid for pid in texts_o.keys() | texts_n.keys() if texts_o.get(pid) != texts_n.get(pid)
     )
     if files["old"] or files["new"]:  # not loaded: the same files are the same entities
         changed_e = set() if files["old"] == files["new"] else {EntityUID("", "(files)")}
     else:
-        changed_e = _changed_entities(o.facts, n.facts)
-    same_schema = _schema_json(o.schema) == _schema_json(n.schema)
+        changed_e = changed_entities(o.facts, n.facts)
+    same_schema = schema_json(o.schema) == schema_json(n.schema)
     stats.changed_policies = changed_p
     stats.changed_entities = 0 if files["old"] or files["new"] else len(changed_e)
     result = SqlDiffResult([], [], stats, o.label, n.label, engine=engine)
@@ -390,10 +390,8 @@ class _Run:
         )
         self.dir = Path(self.tmp.name)
         if engine == "spark":
-            from .spark import session_from_env
-
             # as the matrix engines: SPARK_REMOTE, POLANG_SPARK_MASTER, else local[2]
-            session = spark if spark is not None else session_from_env()
+            session = spark if spark is not None else spark_engine.session_from_env()
             try:  # its own temporary views, beside the caller's and another diff's
                 self.spark = session.newSession()
             except NotImplementedError:  # an older Spark Connect: the session itself
@@ -425,7 +423,7 @@ class _Run:
         entities and those the policies name."""
         if side.schema is not None:
             return sorted(side.schema.actions)
-        found = {e.uid for e in side.facts.entities if _is_action(e.uid)}
+        found = {e.uid for e in side.facts.entities if is_action_type(e.uid.type)}
         for p in side.authorizer.policies.values():
             found.update(p.action.entities)
         return sorted(found)
@@ -559,8 +557,6 @@ class _Run:
             )
             self.matrix(view, alone, side, ctx, sorted(EntityUID(t, i) for t, i in acts), files)
             return True
-        from polang.datalog.facts import Request
-
         keys = ", ".join(KEYS)
         rows = []
         facts, decide = side.facts, side.authorizer.decide

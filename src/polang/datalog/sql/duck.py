@@ -2,9 +2,9 @@
 
 Entities held in process (a store's, an engine's) are converted to Arrow tables, one per
 entity type, and copied into DuckDB; entity files are read by DuckDB itself
-(:mod:`polang.datalog.sql.files`). The hierarchy closure is built by a recursive CTE.
-Answers are fetched as Arrow record batches and written with pyarrow's Parquet / CSV
-writers, one batch at a time.
+(:mod:`polang.datalog.sql.files`, with its ``DuckDBFileEngine``). The hierarchy closure
+is built by a recursive CTE. Answers are fetched as Arrow record batches and written with
+pyarrow's Parquet / CSV writers, one batch at a time.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from .engine import (
     answer_schema,
     is_sink,
 )
-from .lower import ANC, Layout
+from .lower import ANC, Layout, num
 from .plan import UDF_NAME, Population, is_action_type, read_program
 from .tables import SqlError, TableSpec, _Mismatch, convert, entity_uids, program_uids, table_spec
-from .types import any_surrogate, has_surrogate, sql_name, to_sql_text
+from .types import any_surrogate, arrow_type, has_surrogate, sql_name, to_sql_text
 
 ANC_SQL = f"""
 CREATE OR REPLACE TABLE {ANC} AS
@@ -586,8 +586,6 @@ class _Loaded:
         self._unknown: dict[EntityUID, int] = {}
 
     def eid_exp(self, uid: EntityUID) -> Any:
-        from .lower import num
-
         i = self.eid.get(uid)
         if i is None:  # a uid no table holds (from the context): equal only to itself
             i = self._unknown.setdefault(uid, -1 - len(self._unknown))
@@ -599,8 +597,6 @@ def load_entities(
 ) -> _Loaded:
     """Copy entities held in process into DuckDB tables (via Arrow)."""
     import pyarrow as pa
-
-    from .types import arrow_type
 
     ents = list(entities)
     spec = table_spec(schema, ents)
@@ -801,73 +797,6 @@ class DuckDBEngine(SqlEngine):
             INTEGER,
             null_handling="special",
             side_effects=False,
-        )
-
-    def close(self) -> None:
-        self.con.close()
-
-
-class DuckDBFileEngine(SqlEngine):
-    """The queries on DuckDB over entities read from JSON-lines / Parquet files (see
-    :mod:`polang.datalog.sql.files`): no entity becomes a Python object. Policies SQL
-    cannot express are reported as conditional (no entities in process for a UDF)."""
-
-    def __init__(
-        self,
-        program: Program,
-        paths: Sequence[str | Path],
-        schema: Schema,
-        *,
-        con: Any = None,
-        threads: int | None = None,
-        memory_limit: str | None = None,
-        batch_pairs: int = DEFAULT_BATCH_PAIRS,
-    ) -> None:
-        from .files import load_files
-
-        self.con = con if con is not None else connect(threads=threads, memory_limit=memory_limit)
-        loaded = load_files(self.con, paths, schema, program)
-        self.loaded = loaded
-        pop = Population(
-            Layout(loaded.spec.tables, loaded.eid_exp),
-            loaded.stored_types,
-            sorted(schema.actions),
-            schema.action_ancestors,
-            schema,
-        )
-        runner = DuckRunner(self.con)
-        super().__init__(
-            runner,
-            program,
-            pop,
-            udf=False,
-            uid_of=lambda i: runner._uid_list([i])[0],
-            eid_of=self._eid_of_stored,
-            resource_eids=self._eids_of_types,
-            batch_pairs=batch_pairs,
-            count_of=self._count,
-        )
-        runner.policy_ids = self.policy_ids
-
-    def _eid_of_stored(self, uid: EntityUID) -> int | None:
-        got = self.loaded.lookup(uid)
-        return got[0] if got is not None and got[1] else None
-
-    def _tables(self, types: list[str]) -> list[str]:
-        return [t.table for n in types if (t := self.loaded.spec.tables.get(n)) is not None]
-
-    def _eids_of_types(self, types: list[str]) -> list[int]:
-        tables = self._tables(types)
-        if not tables:
-            return []
-        union = " UNION ALL ".join(f'SELECT eid FROM "{t}"' for t in tables)
-        col = self.con.sql(f"SELECT eid FROM ({union}) ORDER BY eid").to_arrow_table().column(0)
-        return [int(x) for x in col.to_pylist()]
-
-    def _count(self, types: list[str]) -> int:
-        return sum(
-            int(self.con.execute(f'SELECT count(*) FROM "{t}"').fetchall()[0][0])
-            for t in self._tables(types)
         )
 
     def close(self) -> None:

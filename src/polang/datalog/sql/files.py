@@ -47,8 +47,10 @@ from polang.language.schema import (
 )
 from polang.language.values import EntityUID
 
-from .duck import build_closure, duckdb_errors
-from .lower import ANC, EntityTable
+from .duck import DuckRunner, build_closure, connect, duckdb_errors
+from .engine import DEFAULT_BATCH_PAIRS, SqlEngine
+from .lower import ANC, EntityTable, Layout, num
+from .plan import Population
 from .tables import SqlError, TableSpec, _table_names, program_uids
 from .types import Ty, from_schema, has_surrogate, unsupported
 
@@ -849,8 +851,6 @@ class _FileLoaded:
         return None if not rows else (int(rows[0][0]), bool(rows[0][1]))
 
     def eid_exp(self, uid: EntityUID) -> Any:
-        from .lower import num
-
         if uid not in self._cache:
             got = self.lookup(uid)
             self._cache[uid] = None if got is None else got[0]
@@ -861,3 +861,68 @@ class _FileLoaded:
 
 
 __all__ = ["ANC", "MAX_ERRORS_SHOWN", "load_files"]
+
+
+class DuckDBFileEngine(SqlEngine):
+    """The queries on DuckDB over entities read from JSON-lines / Parquet files (this
+    module's :func:`load_files`): no entity becomes a Python object. Policies SQL
+    cannot express are reported as conditional (no entities in process for a UDF)."""
+
+    def __init__(
+        self,
+        program: Program,
+        paths: Sequence[str | Path],
+        schema: Schema,
+        *,
+        con: Any = None,
+        threads: int | None = None,
+        memory_limit: str | None = None,
+        batch_pairs: int = DEFAULT_BATCH_PAIRS,
+    ) -> None:
+        self.con = con if con is not None else connect(threads=threads, memory_limit=memory_limit)
+        loaded = load_files(self.con, paths, schema, program)
+        self.loaded = loaded
+        pop = Population(
+            Layout(loaded.spec.tables, loaded.eid_exp),
+            loaded.stored_types,
+            sorted(schema.actions),
+            schema.action_ancestors,
+            schema,
+        )
+        runner = DuckRunner(self.con)
+        super().__init__(
+            runner,
+            program,
+            pop,
+            udf=False,
+            uid_of=lambda i: runner._uid_list([i])[0],
+            eid_of=self._eid_of_stored,
+            resource_eids=self._eids_of_types,
+            batch_pairs=batch_pairs,
+            count_of=self._count,
+        )
+        runner.policy_ids = self.policy_ids
+
+    def _eid_of_stored(self, uid: EntityUID) -> int | None:
+        got = self.loaded.lookup(uid)
+        return got[0] if got is not None and got[1] else None
+
+    def _tables(self, types: list[str]) -> list[str]:
+        return [t.table for n in types if (t := self.loaded.spec.tables.get(n)) is not None]
+
+    def _eids_of_types(self, types: list[str]) -> list[int]:
+        tables = self._tables(types)
+        if not tables:
+            return []
+        union = " UNION ALL ".join(f'SELECT eid FROM "{t}"' for t in tables)
+        col = self.con.sql(f"SELECT eid FROM ({union}) ORDER BY eid").to_arrow_table().column(0)
+        return [int(x) for x in col.to_pylist()]
+
+    def _count(self, types: list[str]) -> int:
+        return sum(
+            int(self.con.execute(f'SELECT count(*) FROM "{t}"').fetchall()[0][0])
+            for t in self._tables(types)
+        )
+
+    def close(self) -> None:
+        self.con.close()

@@ -36,12 +36,13 @@ from typing import Any, cast
 from sqlglot import exp
 
 from polang.datalog.builtins import builtin
-from polang.datalog.compiled import Shape, classify
+from polang.datalog.eval.shapes import Shape, classify
+from polang.datalog.facts import EntityFacts
 from polang.datalog.ir import Atom, Builtin, Const, Program, Rule, Var
 from polang.errors import EvaluationError
 from polang.language.values import LONG_MAX, LONG_MIN, EntityUID, RecordValue, SetValue
 
-from .types import BOOL, LONG, STR, Funcs, Ty, has_surrogate
+from .types import BOOL, LONG, STR, Funcs, Ty, has_surrogate, sql_type
 
 TRUE: exp.Expression = exp.true()
 FALSE: exp.Expression = exp.false()
@@ -296,8 +297,6 @@ _FACT_OPS = frozenset({"get_attr", "has_attr", "in", "method:hasTag", "method:ge
 
 @cache
 def _no_facts() -> Any:
-    from polang.datalog.facts import EntityFacts
-
     return EntityFacts(())
 
 
@@ -607,8 +606,6 @@ def _join_types(a: V | None, b: V | None) -> Ty | None:
 
 
 def _array_type(el: Ty) -> str:
-    from .types import sql_type
-
     return f"{sql_type(el)}[]"
 
 

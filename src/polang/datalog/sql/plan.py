@@ -25,7 +25,7 @@ from sqlglot import exp
 
 from polang.datalog.ir import Program
 from polang.language.schema import Schema
-from polang.language.values import EntityUID, RecordValue, printable
+from polang.language.values import EntityUID, RecordValue, is_action_type, printable
 
 from .lower import (
     ANC,
@@ -57,10 +57,6 @@ def sql_comment(text: str) -> str:
     (``printable``) are escaped: ``text`` quotes policy ids, attribute names and type
     names, and a line break in one would end the comment and run the rest as SQL."""
     return "-- " + printable(text)
-
-
-def is_action_type(entity_type: str) -> bool:
-    return entity_type == "Action" or entity_type.endswith("::Action")
 
 
 @dataclass(slots=True)

@@ -45,7 +45,7 @@ from polang.language.typecheck.types import (
     SetType,
     Type,
 )
-from polang.language.values import EntityUID, quote_string
+from polang.language.values import EntityUID, is_action_type, quote_string
 
 _set = object.__setattr__
 
@@ -68,11 +68,6 @@ class Issue(Record):
         _set(self, "message", message)
         _set(self, "span", span)
         _set(self, "severity", severity)
-
-
-def is_action_type(name: str) -> bool:
-    """Action entity types are exactly those whose last name component is ``Action``."""
-    return name == "Action" or name.endswith("::Action")
 
 
 # ---------------------------------------------------------------- the schema, indexed

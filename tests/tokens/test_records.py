@@ -7,9 +7,14 @@ from typing import Any
 
 import pytest
 
-from polang.store.errors import Problems
-from polang.store.issuers import compile_claim_regex, parse_issuer_map, parse_trusted_issuer
-from polang.tokens.settings import DEFAULT_ENTITY_TYPES, IssuerSettings
+from polang.inputs.problems import Problems
+from polang.tokens.records import (
+    DEFAULT_ENTITY_TYPES,
+    IssuerSettings,
+    compile_claim_regex,
+    parse_issuer_map,
+    parse_trusted_issuer,
+)
 
 ENDPOINT = "https://idp.example.com/.well-known/openid-configuration"
 

@@ -1,34 +1,149 @@
-"""Trusted issuer records: the one parser behind the store loader and ``from_dict``.
+"""Trusted issuer records: the token layer's model of an issuer and the one parser behind
+the store loader and ``from_dict``.
 
 Issuer records decide whose tokens are believed, so a typo here is a security problem:
 an unknown field is never silently ignored (a warning in the system log and in ``polang
 store validate`` with a did-you-mean hint, an error when the store is loaded strictly and
 for records given in code), endpoints must be HTTPS and every regex must compile when the
-store loads rather than when the first token arrives. The result is the
-token layer's own model (:class:`~polang.tokens.settings.IssuerSettings`), so the engine
-uses exactly what the loader checked.
+store loads rather than when the first token arrives. The store loader
+(:mod:`polang.store.build`) builds these records when it checks a store and the engine
+hands them to token handling as they are, so the engine uses exactly what the loader
+checked; the ``from_dict`` constructors run the same parser on a record given in code.
+Every error names the JSON path of the bad value.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, cast
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
 from polang.errors import PolicyStoreError
+from polang.inputs.fields import Checker, jpath, show, type_word
+from polang.inputs.problems import Problems
 from polang.language.schema import has_name_shape
-from polang.store.errors import Problems
-from polang.store.fields import Checker, jpath, show, type_word
-from polang.tokens.claim_regex import ClaimRegexError, compile_claim_regex
-from polang.tokens.settings import (
-    DEFAULT_ENTITY_TYPES,
-    ClaimMapping,
-    IssuerSettings,
-    RegexGroup,
-    RegexValueType,
-    TokenMetadata,
-)
+from polang.tokens.claim_regex import ClaimPattern, ClaimRegexError, compile_claim_regex
+
+# Token names the spec gives defaults for; any other name needs ``entity_type_name``.
+DEFAULT_ENTITY_TYPES: dict[str, str] = {
+    "access_token": "Svc::Access_token",
+    "id_token": "Svc::Id_token",
+    "userinfo_token": "Svc::Userinfo_token",
+    "tx_token": "Svc::Tx_token",
+}
+
+
+RegexValueType = Literal["String", "Number", "Boolean"]
+
+
+@dataclass(frozen=True, slots=True)
+class RegexGroup:
+    """Where one named group of a ``regex`` claim mapping goes and how it is typed."""
+
+    attr: str
+    type: RegexValueType
+
+
+@dataclass(frozen=True)
+class ClaimMapping:
+    """``claim_mapping.<claim>``: a claim turned into a value of schema type ``type``.
+
+    ``regex``: ``pattern`` is the compiled ``regex_expression`` (RE2, matched in linear
+    time: :mod:`polang.tokens.claim_regex`) and ``groups`` maps each named group to its
+    attribute. ``json``: the claim (a JSON object or a string holding
+    one) becomes a record of ``type``.
+    """
+
+    parser: Literal["regex", "json"]
+    type: str
+    regex_expression: str | None = None
+    groups: Mapping[str, RegexGroup] = field(default_factory=dict)
+    pattern: ClaimPattern | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_dict(cls, d: object, path: str) -> ClaimMapping:
+        """Validate one JSON record with the store's rules; raises ``PolicyStoreError``."""
+        return parse_record(lambda ck: check_claim_mapping(d, ck, path))
+
+
+@dataclass(frozen=True)
+class TokenMetadata:
+    """One ``token_metadata`` entry: how tokens of one type are checked and mapped.
+
+    ``role_mapping`` is a tuple of claim names; the empty tuple means disabled (``""``).
+    ``expected_audience``: a token of this type must name one of these in its ``aud``
+    (empty: the issuer's ``expected_audience``, and no check when that is empty too).
+    ``role_mapping_explicit`` records whether the store set it (the userinfo fallback
+    applies only when no token type sets it).
+    """
+
+    entity_type_name: str
+    trusted: bool = True
+    token_id: str = "jti"
+    user_id: str = "sub"
+    workload_id: str = "aud"
+    role_mapping: tuple[str, ...] = ("role",)
+    principal_mapping: tuple[str, ...] = ()
+    required_claims: tuple[str, ...] = ()
+    claim_mapping: Mapping[str, ClaimMapping] = field(default_factory=dict)
+    role_mapping_explicit: bool = False
+    expected_audience: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(
+        cls, d: object, path: str = "token_metadata", *, token_name: str | None = None
+    ) -> TokenMetadata:
+        """Validate one JSON record. ``token_name`` supplies the spec's default type name."""
+        return parse_record(lambda ck: check_token_metadata(token_name, d, ck, path))
+
+
+@dataclass(frozen=True)
+class IssuerSettings:
+    """One trusted issuer: ``issuer_id`` is its key in ``trusted_issuers``.
+
+    ``expected_audience`` is the default of its token types' ``expected_audience``.
+    """
+
+    issuer_id: str
+    name: str
+    openid_configuration_endpoint: str
+    token_metadata: Mapping[str, TokenMetadata] = field(default_factory=dict)
+    description: str = ""
+    expected_audience: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not has_name_shape(self.name):  # it names the TrustedIssuer namespace
+            raise PolicyStoreError(
+                f"trusted issuer {self.issuer_id!r}: name {self.name!r} must be a namespace "
+                "(identifiers joined by '::'), because it names the issuer's TrustedIssuer type"
+            )
+
+    @classmethod
+    def from_dict(cls, issuer_id: str, d: object, path: str | None = None) -> IssuerSettings:
+        """Validate one trusted issuer record (``trusted_issuers.<issuer_id>``).
+
+        The rules and messages are the store loader's (one parser for both); every problem
+        is reported, each as ``<JSON path>: <message>``.
+        """
+        where = path or jpath("trusted_issuers", issuer_id)
+        return parse_record(lambda ck: check_trusted_issuer(issuer_id, d, ck, where))
+
+    def audience_for(self, meta: TokenMetadata) -> tuple[str, ...]:
+        """The audiences a token of type ``meta`` must name one of (empty: no check)."""
+        return meta.expected_audience or self.expected_audience
+
+    def metadata_for(self, mapping: str) -> tuple[str, TokenMetadata] | None:
+        """The token name and metadata whose ``entity_type_name`` is the request mapping,
+        or, for a mapping without ``::``, whose token name it is (Cedarling accepts
+        ``"access_token"`` as well as ``"Acme::Access_Token"``)."""
+        for token_name, meta in self.token_metadata.items():
+            if meta.entity_type_name == mapping:
+                return token_name, meta
+        named = self.token_metadata.get(mapping) if "::" not in mapping else None
+        return (mapping, named) if named is not None else None
+
 
 ISSUER_FIELDS = (
     "name",
