@@ -101,16 +101,38 @@ def read_regular_file(
     A FIFO, a device, a socket or a directory is refused with ``refusal`` as the reason.
     """
     name = _name(path)
-    fd = _open(path, name, follow_links, refusal, what, pipes=False)
+    fd, st = _open_regular(path, name, follow_links, refusal, what)
     try:
-        st = _fstat(fd, name, what)
-        if not stat.S_ISREG(st.st_mode):
-            raise _refused(name, st.st_mode, refusal, what)
         if st.st_size > limit:
             raise _too_big(name, limit, limit_name, what)
         return _read(fd, name, limit, limit_name, what, seconds=None)
     finally:
         os.close(fd)
+
+
+def open_regular_file(
+    path: str | os.PathLike[str], *, refusal: str = NOT_REGULAR, what: str = ""
+) -> int:
+    """A descriptor of a regular file (a link is followed) for a reader that is not
+    Python (DuckDB reads the entity files through it): checked before the open and again
+    on the open handle, as :func:`read_regular_file` checks; the caller closes it."""
+    fd, _ = _open_regular(path, _name(path), True, refusal, what)
+    return fd
+
+
+def _open_regular(
+    path: str | os.PathLike[str], name: str, follow: bool, refusal: str, what: str
+) -> tuple[int, os.stat_result]:
+    """Opened and checked on the handle (no race between the check and the open)."""
+    fd = _open(path, name, follow, refusal, what, pipes=False)
+    try:
+        st = _fstat(fd, name, what)
+        if not stat.S_ISREG(st.st_mode):
+            raise _refused(name, st.st_mode, refusal, what)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
 
 
 def read_input_file(
@@ -283,6 +305,7 @@ __all__ = [
     "STDIN",
     "InputFileError",
     "describe_mode",
+    "open_regular_file",
     "read_input_file",
     "read_regular_file",
 ]

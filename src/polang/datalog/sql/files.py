@@ -27,14 +27,13 @@ import difflib
 import json
 import os
 import re
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from polang.datalog.ir import Program
-from polang.inputs.files import InputFileError, describe_mode
+from polang.inputs.files import open_regular_file
 from polang.language.entities import ENTITY_KEYS
 from polang.language.schema import (
     EntityRefType,
@@ -60,13 +59,6 @@ _UID = "STRUCT(type VARCHAR, id VARCHAR)"
 _KEYS_ORDER = ("uid", "attrs", "parents", "tags")
 _WHAT = "entity file"
 _REFUSAL = "an entity file must be a regular file"
-_OPEN_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_NOCTTY", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-    | getattr(os, "O_BINARY", 0)
-)
 _GLOB = re.compile(r"[*?\[\]{}]")
 
 
@@ -130,29 +122,12 @@ def _open(path: str | Path) -> _Source:
     (which waits forever on a FIFO)."""
     name = os.fsdecode(path)
     kind = _kind(name)
+    fd = open_regular_file(path, refusal=_REFUSAL, what=_WHAT)
     try:
-        mode = os.stat(path).st_mode
-        if not stat.S_ISREG(mode):  # refused before opening: opening a device can act
-            raise _refused(name, mode)
-        fd = os.open(path, _OPEN_FLAGS)
-    except ValueError as e:  # a NUL byte in the name
-        raise InputFileError(name, "unreadable", f"cannot read: {e}", what=_WHAT) from None
-    except OSError as e:
-        raise InputFileError(
-            name, "unreadable", f"cannot read: {e.strerror or e}", what=_WHAT
-        ) from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):  # replaced between the look-up and the open
-            raise _refused(name, mode)
         return _Source(name, fd, _fd_path(fd, name), kind)
     except BaseException:
         os.close(fd)
         raise
-
-
-def _refused(name: str, mode: int) -> InputFileError:
-    return InputFileError(name, "not_regular", f"{describe_mode(mode)}: {_REFUSAL}", what=_WHAT)
 
 
 # ======================================================================== reading rows
