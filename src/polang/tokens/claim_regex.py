@@ -55,13 +55,14 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any, Protocol
 
+from polang.inputs.fields import MAX_QUOTED_CHARS
+
 #: The longest claim text a ``regex`` mapping is applied to (characters, per string: an
 #: array claim is mapped element by element). Matching is linear, so this only keeps one
 #: claim's cost small; e-mail addresses (at most 320), URLs and ids stay far below it.
 MAX_MAPPED_CLAIM_CHARS = 4096
 
 _WHITESPACE = frozenset(" \t\n\r\v\f")  # what Python's verbose mode skips
-_QUOTED_CHARS = 80  # of a pattern in a message (polang.inputs.fields.MAX_QUOTED_CHARS)
 # An inline flag group, ``(?flags)`` or ``(?flags-flags:``; anchored at one position and
 # backtracking only over its own letters.
 _FLAG_GROUP = re.compile(r"\(\?([A-Za-z]*+)(?:-([A-Za-z]*+))?([:)])")
@@ -200,8 +201,8 @@ def _explain(error: BaseException) -> str:
     why = f"; {name} is not supported" if name else ""
     if kind.startswith("pattern too large"):  # RE2's max_mem; the Unicode classes are big
         why = " (\\w, \\W, \\pL are large Unicode classes: a pattern holds about 400 of them)"
-    if len(construct) > _QUOTED_CHARS:  # RE2 quotes the rest of the pattern, however long
-        construct = f"{construct[:_QUOTED_CHARS]}... ({len(construct)} characters)"
+    if len(construct) > MAX_QUOTED_CHARS:  # RE2 quotes the rest of the pattern, however long
+        construct = f"{construct[:MAX_QUOTED_CHARS]}... ({len(construct)} characters)"
     shown = f"{kind}: {construct}" if construct else kind
     return (
         f"invalid regex: {shown}{why} (claim_mapping regexes are RE2 syntax, matched in "
@@ -350,8 +351,8 @@ def _class_text(negated: bool, items: list[str], not_word: bool, source: str) ->
 
 def _refused(source: str, name: str, hint: str) -> ClaimRegexError:
     """The error for a construct polang cannot write in RE2, in :func:`_explain`'s form."""
-    if len(source) > _QUOTED_CHARS:
-        source = f"{source[:_QUOTED_CHARS]}... ({len(source)} characters)"
+    if len(source) > MAX_QUOTED_CHARS:
+        source = f"{source[:MAX_QUOTED_CHARS]}... ({len(source)} characters)"
     return ClaimRegexError(
         f"invalid regex: {source}; {name} is not supported ({hint}; claim_mapping regexes "
         "are RE2 syntax, where \\d, \\w, \\s are Unicode classes)"
