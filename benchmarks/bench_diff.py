@@ -30,10 +30,10 @@ import time
 from typing import Any
 
 from benchmarks.workload import generate
+from polang.analysis.query import QueryIndex, access_matrix
 from polang.authoring.diff import Side, diff
 from polang.datalog.authorizer import Authorizer
 from polang.datalog.facts import EntityFacts
-from polang.datalog.query import QueryIndex, access_matrix
 from polang.language.entities import Entity, parse_context, parse_entities
 from polang.language.parser import parse_policies
 from polang.language.schema import parse_schema

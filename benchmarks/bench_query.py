@@ -54,9 +54,9 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.workload import generate
+from polang.analysis.query import QueryIndex, access_matrix, what_can, who_can
 from polang.datalog.authorizer import Authorizer
 from polang.datalog.facts import EntityFacts
-from polang.datalog.query import QueryIndex, access_matrix, what_can, who_can
 from polang.language.entities import parse_context, parse_entities
 from polang.language.parser import parse_policies
 from polang.language.schema import parse_schema
@@ -335,7 +335,7 @@ def sql_main(args: Any) -> int:
                 )
             )
         else:
-            from polang.datalog.sql import sql_engine
+            from polang.sql import sql_engine
 
             opts: dict[str, Any] = {}
             if name == "duckdb":
@@ -343,7 +343,7 @@ def sql_main(args: Any) -> int:
                 if args.batch_pairs:
                     opts["batch_pairs"] = args.batch_pairs
             else:
-                from polang.datalog.sql.spark import spark_session
+                from polang.sql.spark import spark_session
 
                 spark, r["jvm_start_s"], _ = _timed(
                     lambda: spark_session(config={"spark.ui.showConsoleProgress": "false"})
@@ -387,7 +387,7 @@ def sql_main(args: Any) -> int:
             f"COPY (SELECT * FROM read_json('{src}', format = 'newline_delimited')) "
             f"TO '{pq_path}' (FORMAT parquet)"
         )
-        from polang.datalog.sql import sql_engine
+        from polang.sql import sql_engine
 
         r = {}
         eng, r["load_s"], _ = _timed(

@@ -247,10 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     import tempfile
 
     from polang.datalog.authorizer import Authorizer
-    from polang.datalog.sql import sql_engine
     from polang.language.parser import parse_policies
     from polang.language.schema import parse_schema
     from polang.language.values import EntityUID, RecordValue
+    from polang.sql import sql_engine
 
     out = Path(args.dir or tempfile.mkdtemp(prefix="polang-1m-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -338,8 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.verify:
         import pyarrow.parquet as pq
 
+        from polang.analysis.query import what_can, who_can
         from polang.datalog.facts import EntityFacts
-        from polang.datalog.query import what_can, who_can
         from polang.language.entities import parse_entities
 
         ents = []

@@ -34,9 +34,9 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.workload import generate
+from polang.analysis.query import QueryIndex, access_matrix, what_can, who_can
 from polang.datalog.authorizer import Authorizer
 from polang.datalog.facts import EntityFacts
-from polang.datalog.query import QueryIndex, access_matrix, what_can, who_can
 from polang.language.entities import parse_context, parse_entities
 from polang.language.parser import parse_policies
 from polang.language.schema import parse_schema
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         show("in-process", r)
 
-    from polang.datalog.sql import sql_engine
+    from polang.sql import sql_engine
 
     duck_out = out / "matrix-duckdb.parquet"
     if "duckdb" not in skip:
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         eng.close()
         show("duckdb", r)
 
-    from polang.datalog.sql.spark import SparkEngine, SparkRunner, spark_session
+    from polang.sql.spark import SparkEngine, SparkRunner, spark_session
 
     conf = {"spark.ui.showConsoleProgress": "false"}
     conf.update(kv.split("=", 1) for kv in args.conf)

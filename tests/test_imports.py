@@ -28,8 +28,8 @@ NOT_FOR_A_FIRST_DECISION = (
     "polang.cli",
     "polang.authoring",
     "polang.language.format",
-    "polang.datalog.explain",
-    "polang.datalog.query",
+    "polang.analysis.explain",
+    "polang.analysis.query",
     "polang.datalog.pydatalog",
     # standard library modules only some stores or errors need (zipfile: archives;
     # datetime: dated metadata; importlib.resources: brings tempfile and shutil)

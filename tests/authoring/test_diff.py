@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from polang.analysis.query import access_matrix
 from polang.authoring.diff import DiffResult, Side, diff
 from polang.datalog.authorizer import Authorizer
 from polang.datalog.facts import EntityFacts
-from polang.datalog.query import access_matrix
 from polang.language.entities import Entity
 from polang.language.parser import parse_policies
 from polang.language.values import EntityUID, RecordValue, SetValue
@@ -263,7 +263,7 @@ def test_engines_two_stores(tmp_path: Path) -> None:
 
 
 def test_sets_in_entities_compare_by_value() -> None:
-    from polang.datalog.diff import changed_entities
+    from polang.analysis.diff import changed_entities
 
     a = EntityFacts([Entity(U("User", "u"), {"s": SetValue([1, 2]), "b": True})])
     b = EntityFacts([Entity(U("User", "u"), {"s": SetValue([2, 1]), "b": 1})])

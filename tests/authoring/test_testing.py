@@ -13,6 +13,8 @@ import pytest
 
 import polang.authoring.testing as testing
 from inputs.helpers import guarded
+from polang.analysis.explain import explain
+from polang.analysis.trace import scope_constraint_text
 from polang.authoring.testing import (
     Coverage,
     PolicyTestError,
@@ -21,7 +23,6 @@ from polang.authoring.testing import (
     run_tests,
 )
 from polang.datalog.authorizer import Authorizer
-from polang.datalog.explain import explain, scope_constraint_text
 from polang.inputs import files
 from polang.language.format import format_expr
 from polang.language.parser import parse_policies

@@ -162,7 +162,7 @@ def test_a_missing_sql_package_names_the_extra(
 
     for name in [m for m in sys.modules if m == "sqlglot" or m.startswith("sqlglot.")]:
         monkeypatch.delitem(sys.modules, name)
-    for name in [m for m in sys.modules if m.startswith("polang.datalog.sql")]:
+    for name in [m for m in sys.modules if m.startswith("polang.sql")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "sqlglot", None)  # import sqlglot -> ImportError
     code, out, err = run(capsys, "matrix", *BASE, "--engine", "spark")
@@ -216,10 +216,10 @@ def test_rules_sql_comments_cannot_be_left_by_ids_or_names(capsys: Capsys, tmp_p
     # the policies cannot be SQL, so their ids and the reason (naming the attribute) are
     # printed in comments. Run in DuckDB, the printed SQL is SELECTs that create nothing.
     from polang.datalog.authorizer import Authorizer
-    from polang.datalog.sql import sql_engine
     from polang.language.entities import parse_entities
     from polang.language.parser import parse_policies
     from polang.language.schema import parse_schema
+    from polang.sql import sql_engine
 
     schema_text = (
         'entity User; entity Doc { ip: ipaddr, "k\\nCREATE TABLE pwned_k(a int);": ipaddr };\n'

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polang.datalog import explain as explain_mod
-from polang.datalog import query
+from polang.analysis import explain as explain_mod
+from polang.analysis import query
 from polang.datalog.authorizer import Authorizer
 from polang.datalog.builtins import _like_segments, like_match
 from polang.datalog.compiled import CompiledBackend, Compiler

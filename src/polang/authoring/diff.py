@@ -1,15 +1,15 @@
 """What a policy or data change does to who can access what: ``diff(old, new)``.
 
 The diff itself (the sides, the entries, the result, the in-process computation) is
-:mod:`polang.datalog.diff`; ``engine="duckdb"`` or ``"spark"`` runs
-:func:`polang.datalog.sql.diff.sql_diff` instead (an optional extra, imported when asked
+:mod:`polang.analysis.diff`; ``engine="duckdb"`` or ``"spark"`` runs
+:func:`polang.sql.diff.sql_diff` instead (an optional extra, imported when asked
 for); :mod:`polang.engine.diff` dispatches between them. The names documented here
 (docs/diff.md) are re-exported from there.
 """
 
 from __future__ import annotations
 
-from polang.datalog.diff import (
+from polang.analysis.diff import (
     FULL_FRACTION,
     DiffEntry,
     DiffResult,

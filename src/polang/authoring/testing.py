@@ -42,7 +42,7 @@ from polang._record import replace as replace_record
 from polang.errors import PolangError
 
 if TYPE_CHECKING:
-    from polang.datalog.explain import Explanation
+    from polang.analysis.explain import Explanation
     from polang.engine import Engine
 
 TEST_FILE_SUFFIXES = (".polangtest.yaml", ".polangtest.yml", ".polangtest.json")

@@ -89,7 +89,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
     if schema is None:
         raise PolangError("--sql lays the tables out by the schema: give --schema or --store")
     try:
-        from polang.datalog.sql import program_to_sql  # polang --help stays fast
+        from polang.sql import program_to_sql  # polang --help stays fast
     except ImportError as e:
         raise PolangError(
             f"--sql needs the {e.name or 'sqlglot'} package: pip install 'polang[duckdb]'"

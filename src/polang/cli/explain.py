@@ -34,7 +34,7 @@ exit status: 0 allow, 1 deny, 2 bad input (one 'error:' line on stderr)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from polang.datalog.explain import explain  # polang --help stays fast
+    from polang.analysis.explain import explain  # polang --help stays fast
 
     inputs = load_inputs(args, backend=args.backend)
     action = uid(args.action, "action")

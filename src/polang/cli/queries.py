@@ -158,7 +158,7 @@ def _sql_package(engine: str) -> Any:
     """The SQL package, imported here only (it loads sqlglot); a missing optional
     package is one error line naming the extra to install."""
     try:
-        import polang.datalog.sql as sql  # polang --help stays fast
+        import polang.sql as sql  # polang --help stays fast
     except ImportError as e:
         raise RequestError(
             f"--engine {engine} needs the {e.name or 'SQL'} package: pip install '{_EXTRA[engine]}'"
@@ -255,7 +255,7 @@ def _note_missing(inputs: Any, uid: Any, what: str) -> None:
 
 
 def cmd_who_can(args: argparse.Namespace) -> int:
-    from polang.datalog.query import who_can  # polang --help stays fast
+    from polang.analysis.query import who_can  # polang --help stays fast
 
     files = _check_engine(args)
     inputs = load_inputs(args)
@@ -291,7 +291,7 @@ def cmd_who_can(args: argparse.Namespace) -> int:
 
 
 def cmd_what_can(args: argparse.Namespace) -> int:
-    from polang.datalog.query import what_can  # polang --help stays fast
+    from polang.analysis.query import what_can  # polang --help stays fast
 
     files = _check_engine(args)
     inputs = load_inputs(args)
@@ -333,7 +333,7 @@ def cmd_what_can(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from polang.datalog.query import access_matrix  # polang --help stays fast
+    from polang.analysis.query import access_matrix  # polang --help stays fast
 
     files = _check_engine(args)
     inputs = load_inputs(args)

@@ -2,8 +2,8 @@
 process or in SQL.
 
 The one dispatcher behind ``Engine.diff`` and :func:`polang.authoring.diff.diff` (which
-re-exports it): the in-process computation is :func:`polang.datalog.diff.diff_in_process`;
-``engine="duckdb"`` or ``"spark"`` runs :func:`polang.datalog.sql.diff.sql_diff` (an
+re-exports it): the in-process computation is :func:`polang.analysis.diff.diff_in_process`;
+``engine="duckdb"`` or ``"spark"`` runs :func:`polang.sql.diff.sql_diff` (an
 optional extra, imported when asked for). It sits in the engine's layer, above both.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from polang.datalog.diff import FULL_FRACTION, DiffResult, diff_in_process
+from polang.analysis.diff import FULL_FRACTION, DiffResult, diff_in_process
 from polang.errors import PolangError
 from polang.language.entities import Entity
 from polang.language.values import RecordValue
@@ -36,11 +36,11 @@ def diff(
     **options: Any,
 ) -> DiffResult:
     """The change in the access matrix from ``old`` to ``new``: in process
-    (:func:`polang.datalog.diff.diff_in_process`, which says what each argument means) or
+    (:func:`polang.analysis.diff.diff_in_process`, which says what each argument means) or
     in SQL.
 
     ``engine="duckdb"`` or ``"spark"`` computes it in SQL at scale
-    (:func:`polang.datalog.sql.diff.sql_diff`: both full matrices joined in SQL, the rows
+    (:func:`polang.sql.diff.sql_diff`: both full matrices joined in SQL, the rows
     streamed to ``output`` in ``format`` parquet, csv or jsonl when given; ``options``
     go to the SQL engine). ``output`` needs a SQL engine.
     """
@@ -81,7 +81,7 @@ def _sql_diff(
     if engine not in ENGINES:
         raise PolangError(f"diff: unknown engine {engine!r}; known: {', '.join(ENGINES)}")
     try:  # an optional extra (sqlglot, duckdb, pyspark): imported when asked for
-        from polang.datalog.sql.diff import sql_diff
+        from polang.sql.diff import sql_diff
     except ImportError as e:
         raise PolangError(
             f"diff: engine {engine!r} needs the {e.name or 'SQL'} package: "

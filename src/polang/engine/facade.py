@@ -39,9 +39,9 @@ if TYPE_CHECKING:  # imported on first use (start-up time): see tests/test_impor
     import ssl
     from pathlib import Path
 
-    from polang.datalog.diff import DiffResult
-    from polang.datalog.explain import Explanation
-    from polang.datalog.query import QueryResult
+    from polang.analysis.diff import DiffResult
+    from polang.analysis.explain import Explanation
+    from polang.analysis.query import QueryResult
     from polang.store.model import PolicyStore
     from polang.tokens.model import DroppedToken, TokenInput, TokenLogId
 
@@ -254,7 +254,7 @@ class Engine:
         Same inputs as ``authorize_unsigned``; with ``tokens`` the request is built as
         ``authorize_multi_issuer`` builds it (then ``principal`` must be ``None``).
         """
-        from polang.datalog.explain import explain
+        from polang.analysis.explain import explain
 
         snap = self._snap
         if tokens is not None:
@@ -325,7 +325,7 @@ class Engine:
         ``context=None`` means the context is unknown: policies that read it are reported
         as conditional, with the condition they depend on.
         """
-        from polang.datalog.query import who_can
+        from polang.analysis.query import who_can
 
         snap = self._snap
         act = read_action(action)
@@ -354,7 +354,7 @@ class Engine:
     ) -> QueryResult:
         """Every (action, resource) of the store (plus ``entities``) the policies allow
         ``principal``."""
-        from polang.datalog.query import what_can
+        from polang.analysis.query import what_can
 
         snap = self._snap
         act = read_action(action) if action is not None else None
@@ -382,7 +382,7 @@ class Engine:
     ) -> QueryResult:
         """Every allowed (principal, action, resource) over the store's entities plus
         ``entities``."""
-        from polang.datalog.query import access_matrix
+        from polang.analysis.query import access_matrix
 
         snap = self._snap
         facts = extra_entities(snap, entities)

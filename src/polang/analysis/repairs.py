@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from polang.analysis.trace import PolicyMap, Tracer, hierarchy_path, program_views
 from polang.datalog.builtins import b_like
 from polang.datalog.facts import EntityFacts, Request
 from polang.errors import EvaluationError, PolangError
@@ -55,7 +56,6 @@ from polang.language.values import (
 )
 
 if TYPE_CHECKING:
-    from polang.datalog.explain import PolicyMap
     from polang.language.schema import Schema, SchemaType
 
 MAX_REPAIRS = 10
@@ -1140,7 +1140,6 @@ class _Materializer:
         )
 
     def _membership(self, place: _Place, reqs: list[_Req]) -> list[tuple[Change, ...]]:
-        from polang.datalog.explain import hierarchy_path
 
         ops = {r.op for r in reqs}
         facts = self.world.facts
@@ -1466,7 +1465,6 @@ class _Search:
         schema: Schema | None,
         max_decisions: int,
     ) -> None:
-        from polang.datalog.explain import _program_views
 
         self.auth = authorizer
         self.request = request
@@ -1475,7 +1473,7 @@ class _Search:
         self.max_decisions = max_decisions
         self.decisions = 0
         self.truncated = False
-        self.maps, self.groups = _program_views(authorizer, authorizer.program)
+        self.maps, self.groups = program_views(authorizer, authorizer.program)
         self.effects = {pid: info.effect for pid, info in authorizer.program.policies.items()}
         self.cache: dict[frozenset[Change], _Outcome] = {}
 
@@ -1507,7 +1505,6 @@ class _Search:
 
     def policy_alts(self, pid: str, world: _World, goal: bool) -> list[Alt]:
         """Requirements that make policy ``pid`` apply (``goal``) or stop applying."""
-        from polang.datalog.explain import Tracer
 
         pm = self.maps[pid]
         scope = _scope_alts(pm.policy, world.request, world.facts, goal)

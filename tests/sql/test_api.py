@@ -8,7 +8,7 @@ import pytest
 import sqlglot
 
 from polang import Engine
-from polang.datalog.sql import (
+from polang.sql import (
     SqlError,
     program_to_sql,
     sql_access_matrix,
@@ -17,7 +17,7 @@ from polang.datalog.sql import (
     sql_who_can,
 )
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

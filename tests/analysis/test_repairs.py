@@ -7,15 +7,17 @@ from typing import Any
 
 import pytest
 
-from polang.authoring.repairs import (
+from authoring.gen import ACTIONS, U, make_case, random_context
+from polang.analysis.explain import explain
+from polang.analysis.repairs import (
     MAX_REPAIRS,
     Repairs,
     apply_changes,
     changed_facts,
     find_repairs,
 )
+from polang.analysis.trace import hierarchy_path
 from polang.datalog.authorizer import Authorizer
-from polang.datalog.explain import explain, hierarchy_path
 from polang.datalog.facts import EntityFacts, Request
 from polang.errors import PolangError
 from polang.language.entities import Entity, parse_value
@@ -23,8 +25,6 @@ from polang.language.extensions.decimal import parse_decimal
 from polang.language.parser import parse_entity_uid, parse_policies
 from polang.language.schema import parse_schema
 from polang.language.values import EntityUID, RecordValue, SetValue
-
-from .gen import ACTIONS, U, make_case, random_context
 
 # -------------------------------------------------------------------- independent checking
 
@@ -144,7 +144,7 @@ def test_repairs_on_generated_stores_are_verified_minimal_and_ranked(seed: int) 
 
 
 def test_changed_facts_equal_a_fresh_closure(monkeypatch: pytest.MonkeyPatch) -> None:
-    import polang.authoring.repairs as rp
+    import polang.analysis.repairs as rp
 
     monkeypatch.setattr(rp, "SMALL_STORE", 0)  # always the incremental path
     rng = random.Random(5)

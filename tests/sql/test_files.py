@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
+from polang.analysis.query import access_matrix, what_can, who_can
 from polang.datalog.authorizer import Authorizer
 from polang.datalog.facts import EntityFacts
-from polang.datalog.query import access_matrix, what_can, who_can
-from polang.datalog.sql.duck import connect
-from polang.datalog.sql.engine import KEYS
-from polang.datalog.sql.files import DuckDBFileEngine
-from polang.datalog.sql.tables import SqlError
 from polang.language.entities import parse_context, parse_entities
 from polang.language.parser import parse_policies
 from polang.language.schema import parse_schema
 from polang.language.values import EntityUID
+from polang.sql.duck import connect
+from polang.sql.engine import KEYS
+from polang.sql.files import DuckDBFileEngine
+from polang.sql.tables import SqlError
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def test_policy_entities_are_numbered_at_load(
 ) -> None:
     """The uids the policies name get their eids in one query at load; planning a query
     then asks DuckDB for none of them (each such look-up scans the uid table)."""
-    from polang.datalog.sql import files as files_mod
+    from polang.sql import files as files_mod
 
     schema, auth, ctx = files["schema"], files["auth"], files["ctx"]
     eng = DuckDBFileEngine(auth.program, [files["parquet"]], schema)

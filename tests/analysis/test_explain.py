@@ -7,13 +7,9 @@ import random
 
 import pytest
 
+from polang.analysis.explain import Explanation, explain
+from polang.analysis.trace import hierarchy_path, policy_maps
 from polang.datalog.authorizer import Authorizer
-from polang.datalog.explain import (
-    Explanation,
-    explain,
-    hierarchy_path,
-    policy_maps,
-)
 from polang.datalog.facts import EntityFacts
 from polang.language.entities import Entity
 from polang.language.parser import parse_policies
@@ -258,7 +254,7 @@ def test_compiled_and_pydatalog_traces_agree(seed: int) -> None:
 
 def _check_derivation_matches_verdict(pe: object) -> None:
     """The tracer (rules re-evaluated) and the backend's verdict tell the same story."""
-    from polang.datalog.explain import PolicyExplanation
+    from polang.analysis.explain import PolicyExplanation
 
     assert isinstance(pe, PolicyExplanation)
     if pe.verdict == "out_of_scope":

@@ -2,7 +2,7 @@
 
 Entities held in process (a store's, an engine's) are converted to Arrow tables, one per
 entity type, and copied into DuckDB; entity files are read by DuckDB itself
-(:mod:`polang.datalog.sql.files`, with its ``DuckDBFileEngine``). The hierarchy closure
+(:mod:`polang.sql.files`, with its ``DuckDBFileEngine``). The hierarchy closure
 is built by a recursive CTE. Answers are fetched as Arrow record batches and written with
 pyarrow's Parquet / CSV writers, one batch at a time.
 """

@@ -10,7 +10,7 @@ aggregation over their ``UNION ALL``, grouped by the integer pair ``(r, p)``::
 
 so each allowed triple comes out once however many permits grant it, and no string is
 compared until the uids are decoded for output. Policies SQL cannot express exactly
-(:class:`~polang.datalog.sql.lower.Unsupported`) are either a UDF call (the engine holds
+(:class:`~polang.sql.lower.Unsupported`) are either a UDF call (the engine holds
 the entities in process) or *maybe* rows: their scope only, which make a row conditional
 (a maybe-permit) or keep it from being surely allowed (a maybe-forbid), never allowed.
 """

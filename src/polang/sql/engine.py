@@ -1,6 +1,6 @@
 """Running the queries: the shared driver, results, and writing answers to files.
 
-:class:`SqlEngine` owns a :class:`~polang.datalog.sql.plan.Planner` over a loaded
+:class:`SqlEngine` owns a :class:`~polang.sql.plan.Planner` over a loaded
 population and turns each query into per-action SQL; a backend (DuckDB, Spark) executes
 the text. The DuckDB backend runs the matrix in batches of resources (each a range of
 ``eid``), so removing duplicate grants (an aggregation with reasons, else a NumPy sort of

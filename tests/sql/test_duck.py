@@ -12,20 +12,19 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from analysis.test_query import CONDITIONS, random_entities, random_policies
+from datalog.strategies import Scenario, scenarios
+from polang.analysis.query import access_matrix, what_can, who_can
 from polang.datalog.authorizer import Authorizer
 from polang.datalog.facts import EntityFacts
-from polang.datalog.query import access_matrix, what_can, who_can
-from polang.datalog.sql.duck import DuckDBEngine
-from polang.datalog.sql.engine import SqlFallback, SqlResult
 from polang.errors import PolangError
 from polang.language.ast import Policy, link_template
 from polang.language.entities import parse_context, parse_entities, parse_entity_uid_json
 from polang.language.parser import parse_policies
 from polang.language.schema import parse_schema
 from polang.language.values import EntityUID, RecordValue
-
-from ..strategies import Scenario, scenarios
-from ..test_query import CONDITIONS, random_entities, random_policies
+from polang.sql.duck import DuckDBEngine
+from polang.sql.engine import SqlFallback, SqlResult
 
 Key = tuple[EntityUID, EntityUID, EntityUID]
 
@@ -186,8 +185,8 @@ def test_a_failed_fetch_ends_the_written_matrix(
     reaches the caller as it was raised, after the threads have ended (no hang)."""
     import threading
 
-    from polang.datalog.sql import duck
-    from polang.datalog.sql.tables import SqlError
+    from polang.sql import duck
+    from polang.sql.tables import SqlError
 
     schema, auth, facts, ctx = workload
     real = duck.DuckRunner._fetch_pairs
@@ -367,7 +366,7 @@ def _shapes_store() -> tuple[Any, Authorizer, EntityFacts]:
 def test_policies_differing_in_constants_share_one_branch() -> None:
     """Policies whose rows differ only in constants (scope groups, literals) are one SELECT
     over a VALUES table of those constants; the rows and reasons stay the in-process ones."""
-    from polang.datalog.sql.plan import SURE_FORBID, SURE_PERMIT, merge_shapes
+    from polang.sql.plan import SURE_FORBID, SURE_PERMIT, merge_shapes
 
     schema, auth, facts = _shapes_store()
     ctx = RecordValue()
@@ -430,7 +429,7 @@ def test_pairs_ordered_once_and_ids_compacted(wide: bool) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from polang.datalog.sql.duck import _compact, _sorted_unique
+    from polang.sql.duck import _compact, _sorted_unique
 
     rng = np.random.default_rng(3)
     hi = 2**30 if wide else 3_000

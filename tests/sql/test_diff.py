@@ -20,15 +20,15 @@ from authoring.test_diff import authorizer, mutate_entities, mutate_policies
 from polang import Engine
 from polang.authoring.diff import DiffResult, Side, diff
 from polang.datalog.facts import EntityFacts
-from polang.datalog.sql.diff import COLUMNS, SqlDiffResult, sql_diff
 from polang.errors import PolangError, PolicyParseError
 from polang.language.entities import Entity
 from polang.language.extensions.decimal import parse_decimal
 from polang.language.values import EntityUID, RecordValue
+from polang.sql.diff import COLUMNS, SqlDiffResult, sql_diff
 
 from .test_spark import spark  # noqa: F401  (the session-scoped JVM)
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 STORE = REPO / "examples" / "stores" / "directory"
 
 
@@ -378,7 +378,7 @@ def test_spark_without_a_session_opens_the_environment_s(
 ) -> None:
     """No ``spark=``: the diff opens the session the matrix engines open (SPARK_REMOTE,
     POLANG_SPARK_MASTER, else local), as ``polang diff --engine spark`` does."""
-    from polang.datalog.sql import spark as spark_mod
+    from polang.sql import spark as spark_mod
 
     opened: list[bool] = []
 

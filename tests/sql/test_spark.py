@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 
+from analysis.test_query import random_entities, random_policies
 from polang.datalog.authorizer import Authorizer
 from polang.datalog.facts import EntityFacts
-from polang.datalog.sql.duck import DuckDBEngine
 from polang.language.parser import parse_policies
 from polang.language.values import EntityUID, RecordValue
-
-from ..test_query import random_entities, random_policies
+from polang.sql.duck import DuckDBEngine
 
 
 @pytest.fixture(scope="session")
@@ -27,7 +26,7 @@ def spark() -> Iterator[Any]:
     pytest.importorskip("pyspark", reason="the Spark engine's tests need polang[spark] (pyspark)")
     if shutil.which("java") is None:
         pytest.skip("the Spark engine's tests need Java 17 (no `java` on PATH)")
-    from polang.datalog.sql.spark import spark_session
+    from polang.sql.spark import spark_session
 
     session = spark_session(
         "local[1]",
@@ -46,7 +45,7 @@ def test_local_mode_leaves_no_warehouse_folder_where_it_was_started(spark: Any) 
 
 
 def test_spark_and_duckdb_give_the_same_rows(spark: Any, tmp_path: Path) -> None:
-    from polang.datalog.sql.spark import SparkEngine
+    from polang.sql.spark import SparkEngine
 
     rng = random.Random(5)
     auth = Authorizer(parse_policies(random_policies(rng, 4, context=False)))
@@ -91,7 +90,7 @@ def test_spark_files_name_policies_like_duckdb_and_an_empty_answer_is_a_file(
     format; a query no policy applies to writes an empty answer with the same columns."""
     import pyarrow.parquet as pq
 
-    from polang.datalog.sql.spark import SparkEngine
+    from polang.sql.spark import SparkEngine
 
     rng = random.Random(5)
     auth = Authorizer(parse_policies(random_policies(rng, 4, context=False)))
@@ -143,7 +142,7 @@ def test_spark_and_duckdb_agree_on_every_query_with_and_without_reasons(spark: A
     with a known context (every policy sure) and without one (policies reading the
     context conditional, with residuals). Spark keeps a query's WITH tables under views
     of its own: none is left behind."""
-    from polang.datalog.sql.spark import SparkEngine
+    from polang.sql.spark import SparkEngine
 
     rng = random.Random(11)
     text = random_policies(rng, 6, context=True)
@@ -183,7 +182,7 @@ def test_spark_tables_staged_by_spark_or_kept_in_memory_give_the_same_rows(
     """On a cluster the driver's temporary directory is not readable: ``staging=`` a URL
     is written by Spark itself (here ``file://``), and without ``staging`` the tables are
     sent to Spark as Arrow and kept (forced here: local mode would use a directory)."""
-    import polang.datalog.sql.spark as sp
+    import polang.sql.spark as sp
 
     rng = random.Random(5)
     auth = Authorizer(parse_policies(random_policies(rng, 4, context=False)))
@@ -221,9 +220,9 @@ def test_spark_session_settings_do_not_rewrite_policy_literals(spark: Any) -> No
     under either setting, and the caller's session keeps its settings."""
     import os
 
-    from polang.datalog.query import access_matrix
-    from polang.datalog.sql.spark import SparkEngine
+    from polang.analysis.query import access_matrix
     from polang.language.entities import parse_entity
+    from polang.sql.spark import SparkEngine
 
     app = spark.conf.get("spark.app.name")
     home = os.environ.get("HOME", "/root")
@@ -288,9 +287,9 @@ def test_spark_hands_an_answer_sink_the_rows_the_command_line_writes(
     files with): Spark's rows, brought to the driver in order, make the same CSV bytes
     as the in-process answer and DuckDB's, the policies of each entry in the program's
     order."""
+    from polang.analysis.query import access_matrix
     from polang.cli.answers import AnswerWriter
-    from polang.datalog.query import access_matrix
-    from polang.datalog.sql.spark import SparkEngine
+    from polang.sql.spark import SparkEngine
 
     rng = random.Random(5)
     text = random_policies(rng, 4, context=False)

@@ -50,13 +50,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from polang.analysis.trace import PolicyMap, policy_maps, scope_constraint_text, value_json
 from polang.datalog.builtins import builtin
 from polang.datalog.compiled import Compiler
 from polang.datalog.eval.interpreter import Evaluation
 from polang.datalog.eval.partial import Unknown, Unknowns
 from polang.datalog.eval.semantics import REQUEST_VARS
 from polang.datalog.eval.shapes import classify
-from polang.datalog.explain import PolicyMap, policy_maps, scope_constraint_text
 from polang.datalog.facts import EntityFacts, Request
 from polang.datalog.ir import Atom, Builtin, Const, Program, Rule, Var
 from polang.errors import EvaluationError, RequestError
@@ -2059,7 +2059,6 @@ def access_matrix(
 
 
 def _ctx_json(ctx: RecordValue) -> Any:
-    from polang.datalog.explain import value_json
 
     return value_json(ctx)
 

@@ -1,13 +1,13 @@
 """The diff of two stores' access on DuckDB or Spark: ``polang diff --engine duckdb|spark``.
 
-The in-process diff (:mod:`polang.datalog.diff`) recomputes only what a change reaches;
+The in-process diff (:mod:`polang.analysis.diff`) recomputes only what a change reaches;
 its answer is a list of Python objects. At warehouse scale the answer itself is the
 problem (a schema change or a broad policy edit moves millions of triples), so here both
 sides' access matrices are computed by the SQL engine (with their policies, streamed to
 Parquet in a temporary directory), then one SQL query per action joins the two on the
 six key columns and keeps the triples whose decision moved (``deny``, ``conditional``,
 ``allow``), with the policies of each side. The rows go to the ``output`` file (Parquet,
-CSV or JSON lines) or come back as :class:`~polang.datalog.diff.DiffEntry` objects; the
+CSV or JSON lines) or come back as :class:`~polang.analysis.diff.DiffEntry` objects; the
 matrices never pass through Python.
 
 The model is the in-process one (docs/diff.md): the same gained/lost rule, the policies
@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from polang._record import replace
-from polang.datalog.authorizer import Authorizer
-from polang.datalog.diff import (
+from polang.analysis.diff import (
     DiffEntry,
     DiffResult,
     DiffStats,
@@ -42,6 +41,7 @@ from polang.datalog.diff import (
     schema_json,
     sides,
 )
+from polang.datalog.authorizer import Authorizer
 from polang.datalog.facts import Request
 from polang.language import ast
 from polang.language.entities import Entity
@@ -293,12 +293,12 @@ def sql_diff(
 
     ``old``, ``new``, ``entities``, ``old_entities`` and ``context`` mean what they mean
     for :func:`polang.authoring.diff.diff` (engines or :class:`Side` objects; entity
-    objects laid over a side, :func:`~polang.datalog.diff.sides`; ``context=None``
+    objects laid over a side, :func:`~polang.analysis.diff.sides`; ``context=None``
     unknown). ``output``: write the rows there
     (``format`` parquet, csv or jsonl; Spark writes a directory of part files) instead of
     returning entries. ``workdir``: where the two matrices are staged (a temporary
     directory by default; it needs room for both). ``options`` go to
-    :func:`~polang.datalog.sql.sql_engine` (``threads``, ``memory_limit``,
+    :func:`~polang.sql.sql_engine` (``threads``, ``memory_limit``,
     ``batch_pairs``, ``udf``, ``staging``); ``threads`` and ``memory_limit`` also bound
     the DuckDB join. ``decide_limit``: see :data:`DECIDE_LIMIT`.
 

@@ -9,9 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from polang.datalog.authorizer import Authorizer
-from polang.datalog.facts import EntityFacts
-from polang.datalog.query import (
+from polang.analysis.query import (
     QueryError,
     QueryIndex,
     access_matrix,
@@ -19,6 +17,8 @@ from polang.datalog.query import (
     what_can,
     who_can,
 )
+from polang.datalog.authorizer import Authorizer
+from polang.datalog.facts import EntityFacts
 from polang.language.entities import Entity
 from polang.language.hierarchy import MAX_HIERARCHY_DEPTH
 from polang.language.parser import parse_policies

@@ -8,7 +8,7 @@ also without reasons (another path on DuckDB), in order.
 
 Run as a script for the whole corpus and a count of fallbacks by reason::
 
-    python tests/datalog/sql/corpus_check.py [PACK] [--every N] [--no-udf]
+    python tests/sql/corpus_check.py [PACK] [--every N] [--no-udf]
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from polang.analysis.query import access_matrix, what_can, who_can
 from polang.datalog.authorizer import Authorizer
 from polang.datalog.facts import EntityFacts
-from polang.datalog.query import access_matrix, what_can, who_can
 from polang.errors import PolangError
 from polang.language.entities import parse_context, parse_entities, parse_entity_uid_json
 from polang.language.parser import parse_policies
@@ -71,8 +71,8 @@ def _compare(kind: str, want: Any, got: Any, out: Outcome) -> None:
 
 
 def check_file(root: Path, path: Path, *, udf: bool = True, max_contexts: int = 2) -> Outcome:
-    from polang.datalog.sql.duck import DuckDBEngine
-    from polang.datalog.sql.engine import SqlFallback
+    from polang.sql.duck import DuckDBEngine
+    from polang.sql.engine import SqlFallback
 
     out = Outcome(str(path.relative_to(root)))
     spec = json.loads(path.read_text("utf-8"))
@@ -150,7 +150,7 @@ def main(argv: list[str]) -> int:
         "pack",
         nargs="?",
         default=str(
-            Path(__file__).resolve().parents[4] / "shared/conformance/polang-corpus.tar.gz"
+            Path(__file__).resolve().parents[3] / "shared/conformance/polang-corpus.tar.gz"
         ),
     )
     ap.add_argument("--every", type=int, default=1)

@@ -27,7 +27,7 @@ Entries are exact for a known context. With ``context=None`` (unknown), a triple
 its residual conditions, never dropped.
 
 Below both front ends: :func:`polang.authoring.diff.diff` (which also dispatches to the
-SQL engines) and :func:`polang.datalog.sql.diff.sql_diff` (which shares the sides, the
+SQL engines) and :func:`polang.sql.diff.sql_diff` (which shares the sides, the
 entries, the result and the change detection defined here).
 """
 
@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from polang._record import replace as replace_record
+from polang.analysis.query import AccessEntry, QueryIndex, access_matrix, prepare, what_can, who_can
 from polang.datalog.authorizer import Authorizer
 from polang.datalog.facts import EntityFacts, Request
-from polang.datalog.query import AccessEntry, QueryIndex, access_matrix, prepare, what_can, who_can
 from polang.errors import PolangError
 from polang.language import ast
 from polang.language.entities import Entity, context_record, parse_entity

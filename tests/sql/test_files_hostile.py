@@ -1,4 +1,4 @@
-"""Hostile entity files read by DuckDB (``polang.datalog.sql.files``): held to the reader
+"""Hostile entity files read by DuckDB (``polang.sql.files``): held to the reader
 rules of entity JSON (an ignored ``parnets`` answered a banned user as allowed), named
 exactly (a name is never a glob pattern), only regular files, and DuckDB's own errors
 as ``PolangError`` naming the file. Answers are compared with the in-process engine."""
@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 
+from polang.analysis.query import who_can
 from polang.datalog.authorizer import Authorizer
 from polang.datalog.facts import EntityFacts
-from polang.datalog.query import who_can
-from polang.datalog.sql.duck import connect
-from polang.datalog.sql.files import DuckDBFileEngine
 from polang.errors import EntityError, PolangError
 from polang.inputs.files import InputFileError
 from polang.language.entities import parse_entities
 from polang.language.parser import parse_policies
 from polang.language.schema import parse_schema
 from polang.language.values import EntityUID
+from polang.sql.duck import connect
+from polang.sql.files import DuckDBFileEngine
 
 SCHEMA = parse_schema(
     """
@@ -435,7 +435,7 @@ def test_the_cli_names_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[st
     file, no traceback."""
     from polang.cli import main
 
-    store = Path(__file__).resolve().parents[3] / "examples" / "stores" / "directory"
+    store = Path(__file__).resolve().parents[2] / "examples" / "stores" / "directory"
     bad = _bytes(tmp_path / "trunc.jsonl", b'{"uid": {"type": "Acme::User", "id": "u"}, "att')
     code = main(
         [

@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 
+from polang.analysis.query import access_matrix, what_can, who_can
 from polang.datalog.authorizer import Authorizer
 from polang.datalog.facts import EntityFacts
-from polang.datalog.query import access_matrix, what_can, who_can
-from polang.datalog.sql.duck import DuckDBEngine
-from polang.datalog.sql.spark import SparkEngine
-from polang.datalog.sql.tables import SqlError
-from polang.datalog.sql.types import from_sql_text, to_sql_text
 from polang.language.entities import parse_entities
 from polang.language.parser import parse_policies
 from polang.language.schema import parse_schema
 from polang.language.values import EntityUID, RecordValue
+from polang.sql.duck import DuckDBEngine
+from polang.sql.spark import SparkEngine
+from polang.sql.tables import SqlError
+from polang.sql.types import from_sql_text, to_sql_text
 
 S = "\ud800"  # a lone surrogate
 LEAD = "\U0010f000"  # the first character of the code that writes surrogates in SQL
@@ -177,7 +177,7 @@ def spark() -> Any:
     pytest.importorskip("pyspark", reason="the Spark engine's tests need polang[spark] (pyspark)")
     if shutil.which("java") is None:
         pytest.skip("the Spark engine's tests need Java 17 (no `java` on PATH)")
-    from polang.datalog.sql.spark import spark_session
+    from polang.sql.spark import spark_session
 
     session = spark_session(
         "local[1]",
