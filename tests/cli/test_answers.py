@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from polang.analysis.query import AccessEntry, Residual
 from polang.cli import answers
-from polang.cli.answers import AnswerWriter, SqlRow
+from polang.cli.answers import AnswerWriter
 from polang.language.values import EntityUID
 
 from .helpers import Capsys, run
@@ -20,14 +21,17 @@ pa = pytest.importorskip("pyarrow")
 ACTION = EntityUID("Action", "view")
 
 
-def _rows(n: int) -> list[SqlRow]:
+P7 = Residual("p7", "permit", None)  # a SQL engine's residual: the conditions stay there
+
+
+def _rows(n: int) -> list[AccessEntry]:
     """Entries with uids that need quoting, one, two or no policies, and undecided ones."""
     out = []
     for k in range(n):
         reasons = (("p2", "p10") if k % 3 == 0 else ("p1",)) if k % 5 else ()
-        residuals = ("p7",) if not reasons else ()
+        residuals = (P7,) if not reasons else ()
         out.append(
-            SqlRow(
+            AccessEntry(
                 EntityUID("User", f'u{k % 4}, "q"'),
                 ACTION,
                 EntityUID("Doc", f"d{k}"),
@@ -39,7 +43,7 @@ def _rows(n: int) -> list[SqlRow]:
     return out
 
 
-def _batch(rows: list[SqlRow]) -> object:
+def _batch(rows: list[AccessEntry]) -> object:
     """The rows as a SQL engine hands them (``answer_schema(reasons=True)``)."""
     cols = [
         [e.principal.type for e in rows],
@@ -50,7 +54,7 @@ def _batch(rows: list[SqlRow]) -> object:
         [e.resource.id for e in rows],
         [e.decision for e in rows],
         [list(e.reasons) for e in rows],
-        [list(e.residuals) for e in rows],
+        [[r.policy_id for r in e.residuals] for e in rows],
     ]
     names = [*answers.SPLIT_COLUMNS[:7], "reasons", "residuals"]
     types = [pa.string()] * 7 + [pa.list_(pa.string())] * 2
@@ -69,7 +73,7 @@ def test_entries_and_batches_of_any_size_give_the_same_file(
     a = AnswerWriter(fmt, str(tmp_path / "entries"), split=split)
     a.write(rows)
     a.close()
-    b = AnswerWriter(fmt, str(tmp_path / "batches"), split=split)
+    b = AnswerWriter(fmt, str(tmp_path / "batches"), split=split, residuals={"p7": P7})
     for start, stop in ((0, 1), (1, 10), (10, 11), (11, 23)):  # uneven engine batches
         b.write_batch(_batch(rows[start:stop]))
     b.close()
@@ -83,14 +87,14 @@ def test_entries_and_batches_of_any_size_give_the_same_file(
         assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [4] * 5 + [3]
         table = pq.read_table(tmp_path / "batches")
         assert table.column("policies").to_pylist()[:2] == [[], ["p1"]]
-        assert table.column("residual").to_pylist()[0] == "p7: (conditional in SQL)"
+        assert table.column("residual").to_pylist()[0] == "permit p7: (conditional in SQL)"
     elif fmt == "csv":
         text = got.decode()
         assert "p2 p10" in text and "\r\n" in text
         assert ('"u0, ""q"""' if split else '"User::""u0, \\""q\\""""') in text
     else:
         first = json.loads(got.decode().splitlines()[0])
-        assert first["residuals"] == [{"policy_id": "p7"}]
+        assert first["residuals"] == [{"policy_id": "p7", "effect": "permit"}]
 
 
 def test_an_empty_answer_is_a_file_with_the_columns(tmp_path: Path) -> None:

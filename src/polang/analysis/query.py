@@ -48,7 +48,7 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from polang.analysis.trace import PolicyMap, policy_maps, scope_constraint_text, value_json
 from polang.datalog.builtins import builtin
@@ -1343,23 +1343,26 @@ def _lookup(
 
 @dataclass(frozen=True, slots=True)
 class Residual:
-    """A policy that may decide an entry, with the conditions the query could not decide."""
+    """A policy that may decide an entry, with the conditions the query could not decide.
+
+    ``conditions`` is ``None`` where the answer names the policy only (a SQL engine's
+    conditional entry: the conditions stay in the database)."""
 
     policy_id: str
     effect: str
-    conditions: tuple[str, ...]
+    conditions: tuple[str, ...] | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "policy_id": self.policy_id,
-            "effect": self.effect,
-            "conditions": list(self.conditions),
-        }
+        out: dict[str, Any] = {"policy_id": self.policy_id, "effect": self.effect}
+        if self.conditions is not None:
+            out["conditions"] = list(self.conditions)
+        return out
 
 
-@dataclass(frozen=True, slots=True)
-class AccessEntry:
-    """An allowed (or conditionally allowed) request."""
+class AccessEntry(NamedTuple):
+    """An allowed (or conditionally allowed) request: the one row type of every answer,
+    in process and from a SQL engine. A named tuple: a query at scale reads hundreds of
+    thousands of them, and a tuple is built in C."""
 
     principal: EntityUID
     action: EntityUID
@@ -1370,7 +1373,7 @@ class AccessEntry:
 
     @property
     def triple(self) -> tuple[EntityUID, EntityUID, EntityUID]:
-        return (self.principal, self.action, self.resource)
+        return (self[0], self[1], self[2])
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -16,7 +16,7 @@ import csv
 import json
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any, TextIO
 
@@ -53,10 +53,10 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _undecided(r: Any) -> str:
-    """One undecided policy: ``effect id: conditions`` in process, ``id: (conditional in
-    SQL)`` from a SQL engine (which names the policy only)."""
-    if isinstance(r, str):
-        return f"{r}: (conditional in SQL)"
+    """One undecided policy: ``effect id: conditions``; a SQL engine's residual names the
+    policy only (its conditions stay in the database)."""
+    if r.conditions is None:
+        return f"{r.effect} {r.policy_id}: (conditional in SQL)"
     return f"{r.effect} {r.policy_id}: " + (" and ".join(r.conditions) or "(scope)")
 
 
@@ -65,56 +65,26 @@ def residual_text(entry: Any) -> str:
     return "; ".join(map(_undecided, entry.residuals))
 
 
-class SqlRow:
-    """A SQL engine's entry with the in-process entry's face (its residuals are policy
-    ids, so ``to_dict`` names them only)."""
-
-    __slots__ = ("action", "decision", "principal", "reasons", "residuals", "resource")
-
-    def __init__(
-        self,
-        principal: Any,
-        action: Any,
-        resource: Any,
-        decision: str,
-        reasons: tuple[str, ...],
-        residuals: tuple[str, ...],
-    ) -> None:
-        self.principal, self.action, self.resource = principal, action, resource
-        self.decision, self.reasons, self.residuals = decision, reasons, residuals
-
-    @classmethod
-    def of(cls, e: Any) -> SqlRow:
-        return cls(e.principal, e.action, e.resource, e.decision, e.reasons, e.residuals)
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "principal": self.principal.to_json(),
-            "action": self.action.to_json(),
-            "resource": self.resource.to_json(),
-            "decision": self.decision,
-            "reasons": list(self.reasons),
-        }
-        if self.residuals:
-            out["residuals"] = [{"policy_id": r} for r in self.residuals]
-        return out
-
-
-def _sql_rows(batch: Any) -> list[SqlRow]:
-    """A SQL answer's record batch (``answer_schema(reasons=True)``) as entries."""
-    from polang.language.values import EntityUID  # polang --help stays fast
+def _sql_rows(batch: Any, residuals: Mapping[str, Any]) -> list[Any]:
+    """A SQL answer's record batch (``answer_schema(reasons=True)``) as entries
+    (``residuals``: the engine's residual per policy id)."""
+    from polang.analysis.query import AccessEntry  # polang --help stays fast
+    from polang.language.values import EntityUID
 
     cols = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
     pt, pi, at, ai, rt, ri, ds, why, res = cols
     new = tuple.__new__
     return [
-        SqlRow(
-            new(EntityUID, (pt[k], pi[k])),
-            new(EntityUID, (at[k], ai[k])),
-            new(EntityUID, (rt[k], ri[k])),
-            ds[k],
-            tuple(why[k] or ()),
-            tuple(res[k] or ()),
+        new(
+            AccessEntry,
+            (
+                new(EntityUID, (pt[k], pi[k])),
+                new(EntityUID, (at[k], ai[k])),
+                new(EntityUID, (rt[k], ri[k])),
+                ds[k],
+                tuple(why[k] or ()),
+                tuple(residuals[x] for x in res[k] or ()),
+            ),
         )
         for k in range(len(ds))
     ]
@@ -135,12 +105,22 @@ class AnswerWriter:
     Nothing is written before the first entry or :meth:`close` (a query that turns out
     to be answered elsewhere leaves no file behind)."""
 
-    def __init__(self, fmt: str, output: str | None = None, *, split: bool = False) -> None:
+    def __init__(
+        self,
+        fmt: str,
+        output: str | None = None,
+        *,
+        split: bool = False,
+        residuals: Mapping[str, Any] | None = None,
+    ) -> None:
+        """``residuals``: a SQL engine's residual per policy id (its batches name the
+        policies of a conditional entry by id)."""
         if fmt not in WRITTEN:
             raise RequestError(f"--format {fmt}: not a written answer ({', '.join(WRITTEN)})")
         self.fmt = fmt
         self.output = output
         self.split = split
+        self.residuals = residuals or {}
         self.rows = 0
         self._file: TextIO | None = None
         self._csv: Any = None
@@ -173,7 +153,7 @@ class AnswerWriter:
         for start in range(0, batch.num_rows, ROWS_AT_ONCE):
             part = batch.slice(start, ROWS_AT_ONCE)
             if self.fmt == "jsonl":
-                self.write(_sql_rows(part))
+                self.write(_sql_rows(part, self.residuals))
             else:
                 self.rows += part.num_rows
                 self._put(self._batch_columns(part))
@@ -215,7 +195,7 @@ class AnswerWriter:
         return [self._uid_texts(t, i) for t, i in uids]
 
     def _entry_columns(self, chunk: list[Any]) -> list[Any]:
-        """The columns of in-process entries (or ``SqlRow``)."""
+        """The columns of entries (``AccessEntry``)."""
         uids = [
             ([getattr(e, who).type for e in chunk], [getattr(e, who).id for e in chunk])
             for who in ("principal", "action", "resource")
@@ -242,7 +222,10 @@ class AnswerWriter:
         reasons, residuals = batch.column(7), batch.column(8)
         policies = pc.binary_join(reasons, " ").to_pylist() if self.fmt == "csv" else reasons
         if pc.max(pc.list_value_length(residuals)).as_py():
-            residual = ["; ".join(map(_undecided, r or ())) for r in residuals.to_pylist()]
+            of = self.residuals
+            residual = [
+                "; ".join(_undecided(of[x]) for x in r or ()) for r in residuals.to_pylist()
+            ]
         else:  # the usual case: nothing undecided
             residual = [""] * batch.num_rows
         return [*self._uid_columns(uids), text[6], policies, residual]

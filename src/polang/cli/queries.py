@@ -20,7 +20,7 @@ from polang.cli._common import (
     progress_bar,
     uid,
 )
-from polang.cli.answers import WRITTEN, AnswerWriter, SqlRow
+from polang.cli.answers import WRITTEN, AnswerWriter
 from polang.cli.answers import residual_text as _residual_text
 from polang.errors import RequestError
 
@@ -179,7 +179,7 @@ class _SqlAnswer:
         self.stats = result.stats
 
     def iter_entries(self) -> Any:
-        return (SqlRow.of(e) for e in self.result.iter_entries())
+        return self.result.iter_entries()
 
     def __len__(self) -> int:
         return len(self.result)
@@ -210,7 +210,12 @@ def _run_sql(
         try:
             writer = None
             if args.format in WRITTEN:
-                writer = AnswerWriter(args.format, args.output, split=args.split_uids)
+                writer = AnswerWriter(
+                    args.format,
+                    args.output,
+                    split=args.split_uids,
+                    residuals={r.policy_id: r for r in eng.residuals},
+                )
             try:
                 result = query(eng, writer, "parquet", True)
                 if writer is not None:

@@ -28,7 +28,7 @@ from polang.language.schema import Schema
 from polang.language.values import EntityUID, RecordValue, quote_string
 
 from .duck import DuckDBEngine
-from .engine import FORMATS, Format, SqlEngine, SqlEntry, SqlFallback, SqlResult
+from .engine import FORMATS, Format, SqlEngine, SqlFallback, SqlResult
 from .files import DuckDBFileEngine
 from .lower import Layout, Unsupported, col
 from .plan import Fallback, Planner, Population, decision_query, sql_comment
@@ -214,7 +214,6 @@ __all__ = [
     "FORMATS",
     "Fallback",
     "SqlEngine",
-    "SqlEntry",
     "SqlError",
     "SqlFallback",
     "SqlResult",

@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, Protocol, TypeGuard
+from typing import Any, Literal, Protocol, TypeGuard, TypeVar
 
 from sqlglot import exp
 
+from polang.analysis.query import AccessEntry, Residual
 from polang.datalog.ir import Program
 from polang.language.values import EntityUID, RecordValue, quote_string
 
@@ -47,22 +48,6 @@ action (the upper bound of the distinct rows its aggregation or sort holds)."""
 class SqlFallback(SqlError):
     """The question cannot be answered in SQL as asked (e.g. a queried entity the tables
     do not hold); answer it in process instead."""
-
-
-class SqlEntry(NamedTuple):
-    """An allowed (or conditionally allowed) triple. A named tuple: a query at scale
-    reads hundreds of thousands of them, and a tuple is built in C."""
-
-    principal: EntityUID
-    action: EntityUID
-    resource: EntityUID
-    decision: str  # "allow" | "conditional"
-    reasons: tuple[str, ...] = ()
-    residuals: tuple[str, ...] = ()
-
-    @property
-    def triple(self) -> tuple[EntityUID, EntityUID, EntityUID]:
-        return (self[0], self[1], self[2])
 
 
 Columns = tuple[list[EntityUID], list[EntityUID], list[str], list[Any] | None, list[Any] | None]
@@ -114,10 +99,19 @@ class SqlStats:
         }
 
 
-def _named(ids: list[str], indexes: list[int] | None) -> tuple[str, ...]:
-    """Policy indexes as their ids, each once, in the program's order (an entry's reasons
-    or residuals, listed as the in-process answer lists them)."""
+T = TypeVar("T")
+
+
+def _named(ids: Sequence[T], indexes: list[int] | None) -> tuple[T, ...]:
+    """Policy indexes as their ids (an entry's reasons) or residuals, each once, in the
+    program's order, listed as the in-process answer lists them."""
     return tuple(ids[i] for i in sorted(set(indexes))) if indexes else ()
+
+
+def undecided(policies: Sequence[Any]) -> list[Residual]:
+    """A SQL answer's residual per policy (``policy_id`` and ``effect``: the conditions
+    stay in the database), in the program's order."""
+    return [Residual(p.policy_id, p.effect, None) for p in policies]
 
 
 class SqlResult:
@@ -129,6 +123,7 @@ class SqlResult:
         "_built",
         "_fetched",
         "_policy_ids",
+        "_residuals",
         "_reasons",
         "fallbacks",
         "kind",
@@ -137,7 +132,12 @@ class SqlResult:
     )
 
     def __init__(
-        self, kind: str, *, reasons: bool = False, policy_ids: list[str] | None = None
+        self,
+        kind: str,
+        *,
+        reasons: bool = False,
+        policy_ids: list[str] | None = None,
+        residuals: list[Residual] | None = None,
     ) -> None:
         self.kind = kind
         self.fallbacks: list[Fallback] = []
@@ -146,7 +146,8 @@ class SqlResult:
         self._fetched: list[Fetched] = []
         self._reasons = reasons
         self._policy_ids = policy_ids or []
-        self._built: list[SqlEntry] | None = None
+        self._residuals = residuals or []
+        self._built: list[AccessEntry] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -160,45 +161,45 @@ class SqlResult:
         return not any(f.how == "conditional" for f in self.fallbacks)
 
     @property
-    def entries(self) -> list[SqlEntry]:
+    def entries(self) -> list[AccessEntry]:
         """Every entry, in order (built on first read, then kept)."""
         if self._built is None:
             self._built = list(self.iter_entries())
         return self._built
 
-    def iter_entries(self) -> Iterator[SqlEntry]:
+    def iter_entries(self) -> Iterator[AccessEntry]:
         """The entries in order, a fetched batch at a time (none kept)."""
         if self._built is not None:
             yield from self._built
             return
         new = tuple.__new__
-        none: tuple[str, ...] = ()
-        ids = self._policy_ids
+        none: tuple[Any, ...] = ()
+        ids, residuals = self._policy_ids, self._residuals
         for f in self._fetched:
             a = f.action
             for ps, rs, ds, why, res in f.decode():
                 if not self._reasons or why is None or res is None:
                     yield from [
-                        new(SqlEntry, (p, a, r, d, none, none))
+                        new(AccessEntry, (p, a, r, d, none, none))
                         for p, r, d in zip(ps, rs, ds, strict=True)
                     ]
                     continue
                 yield from [
                     new(
-                        SqlEntry,
+                        AccessEntry,
                         (
                             p,
                             a,
                             r,
                             d,
                             _named(ids, w),
-                            _named(ids, x),
+                            _named(residuals, x),
                         ),
                     )
                     for p, r, d, w, x in zip(ps, rs, ds, why, res, strict=True)
                 ]
 
-    def __iter__(self) -> Iterator[SqlEntry]:
+    def __iter__(self) -> Iterator[AccessEntry]:
         return self.iter_entries()
 
     def to_arrow(self) -> Any:
@@ -349,6 +350,7 @@ class SqlEngine:
         self.population = population
         self.planner = Planner(program, population, runner.dialect, udf=udf)
         self.policy_ids = [p.policy_id for p in self.planner.policies]
+        self.residuals = undecided(self.planner.policies)
         self._uid_of = uid_of
         self._eid_of = eid_of
         self._set_context = set_context
@@ -498,7 +500,7 @@ class SqlEngine:
         reasons: bool,
     ) -> SqlResult:
         t0 = time.perf_counter()
-        res = SqlResult(kind, reasons=reasons, policy_ids=self.policy_ids)
+        res = SqlResult(kind, reasons=reasons, policy_ids=self.policy_ids, residuals=self.residuals)
         if output is not None and fmt not in FORMATS:
             raise SqlError(f"unknown output format {fmt!r}; known: {', '.join(FORMATS)}")
         todo: list[Job] = []
