@@ -14,6 +14,7 @@ import json
 import math
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from polang.errors import PolangError
@@ -67,6 +68,54 @@ def check_depth(
         )
 
 
+class JSONLimitError(ValueError):
+    """JSON text past a limit: nested deeper than ``MAX_JSON_DEPTH``, or an integer too
+    long for Python to read (more than 4,300 digits)."""
+
+
+def decode(
+    text: str | bytes | bytearray,
+    *,
+    pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
+    max_depth: int = MAX_JSON_DEPTH,
+) -> Any:
+    """The one strict JSON decoding of untrusted text, under every reader polang has.
+
+    Nesting is measured first, without recursion; ``NaN``/``Infinity`` and numbers too
+    large for a float are refused; ``pairs_hook`` sees each object's pairs (to refuse or
+    to mark repeated keys). Raises ``json.JSONDecodeError`` (with its line and column) for
+    invalid JSON, ``UnicodeDecodeError`` for bytes that are not UTF-8, :class:`JSONLimitError`
+    past a limit and ``ValueError`` for the rest (what ``pairs_hook`` raises): all
+    ``ValueError``, which each reader reports its own way (:func:`loads`,
+    ``polang.inputs.strict.load_json``, ``polang.language.schema.json_loads_checked``).
+    """
+    if isinstance(text, bytes | bytearray):
+        text = bytes(text).decode("utf-8")
+    if too_deep(text, max_depth):
+        raise JSONLimitError(
+            f"JSON nests deeper than the limit of {max_depth} levels "
+            "(MAX_JSON_DEPTH, docs/security.md)"
+        )
+    try:
+        return json.loads(
+            text,
+            object_pairs_hook=pairs_hook,
+            parse_constant=no_constant,
+            parse_float=finite_float,
+        )
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:  # not reachable below MAX_JSON_DEPTH; kept as a last guard
+        raise JSONLimitError(
+            f"JSON nests deeper than the limit of {max_depth} levels "
+            "(MAX_JSON_DEPTH, docs/security.md)"
+        ) from None
+    except ValueError as e:
+        if "integer string conversion" in str(e):  # Python's limit on an integer's digits
+            raise JSONLimitError(value_error_text(e)) from None
+        raise
+
+
 def loads(
     text: str | bytes | bytearray,
     *,
@@ -74,22 +123,20 @@ def loads(
     error: type[PolangError] = PolangError,
     max_depth: int = MAX_JSON_DEPTH,
 ) -> Any:
-    """``json.loads`` for untrusted text: bounded depth, and every failure is ``error``.
-
-    ``what`` names the source in the message (a file, a token index, a URL). Invalid JSON
-    is reported as ``what:line:col``, the project's way of saying where.
-    """
-    if isinstance(text, bytes | bytearray):
-        try:
-            text = bytes(text).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise error(f"{what}: not UTF-8 text (byte {e.start})") from None
-    check_depth(text, what=what, error=error, max_depth=max_depth)
+    """:func:`decode` with every failure an ``error`` naming ``what`` (a file, a token
+    index, a URL); invalid JSON is reported as ``what:line:col``, the project's way of
+    saying where."""
     try:
-        return json.loads(text, parse_constant=no_constant, parse_float=finite_float)
+        return decode(text, max_depth=max_depth)
+    except UnicodeDecodeError as e:
+        raise error(f"{what}: not UTF-8 text (byte {e.start})") from None
     except json.JSONDecodeError as e:
         raise error(f"{what}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
-    except (ValueError, RecursionError) as e:  # e.g. an integer of more than 4,300 digits
+    except JSONLimitError as e:
+        if str(e).startswith("JSON nests"):
+            raise error(f"{what}: {e}") from None
+        raise error(f"{what}: invalid JSON: {e}") from None
+    except ValueError as e:
         raise error(f"{what}: invalid JSON: {value_error_text(e)}") from None
 
 

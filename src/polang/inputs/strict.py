@@ -12,14 +12,12 @@ import functools
 import json
 from typing import Any
 
-from polang.errors import PolicyStoreError
 from polang.inputs.fields import show
 from polang.inputs.problems import Problems
 from polang.jsonlimits import (
     MAX_JSON_DEPTH,
-    check_depth,
-    finite_float,
-    no_constant,
+    JSONLimitError,
+    decode,
     value_error_text,
 )
 
@@ -29,10 +27,6 @@ MAX_YAML_DEPTH = MAX_JSON_DEPTH
 
 
 class _DuplicateKey(ValueError):
-    pass
-
-
-class _TooDeep(PolicyStoreError):
     pass
 
 
@@ -55,19 +49,7 @@ def load_json(text: str, *, file: str, problems: Problems, location: str | None 
     when the JSON is embedded (decoded Base64).
     """
     try:
-        check_depth(text, what=file, error=_TooDeep)
-    except _TooDeep:
-        problems.add(
-            "limit",
-            file,
-            f"JSON nests deeper than the limit of {MAX_JSON_DEPTH} levels (MAX_JSON_DEPTH)",
-            location,
-        )
-        return None
-    try:
-        return json.loads(
-            text, object_pairs_hook=_pairs, parse_constant=no_constant, parse_float=finite_float
-        )
+        return decode(text, pairs_hook=_pairs)
     except json.JSONDecodeError as e:
         where = f"{e.lineno}:{e.colno}"
         problems.add(
@@ -76,14 +58,12 @@ def load_json(text: str, *, file: str, problems: Problems, location: str | None 
             f"invalid JSON: {e.msg}" + (f" (at {where} of the decoded text)" if location else ""),
             location or where,
         )
-    except RecursionError:  # not reachable below MAX_JSON_DEPTH; kept as a last guard
-        problems.add(
-            "limit",
-            file,
-            f"JSON nests deeper than the limit of {MAX_JSON_DEPTH} levels (MAX_JSON_DEPTH)",
-            location,
-        )
-    except ValueError as e:  # duplicate keys, NaN, an integer of more than 4,300 digits
+    except JSONLimitError as e:
+        if str(e).startswith("JSON nests"):
+            problems.add("limit", file, str(e), location)
+        else:  # an integer of more than 4,300 digits
+            problems.add("json_syntax", file, f"invalid JSON: {e}", location)
+    except ValueError as e:  # duplicate keys, NaN
         problems.add("json_syntax", file, f"invalid JSON: {value_error_text(e)}", location)
     return None
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 from polang._record import Record
 from polang.errors import SchemaError
-from polang.jsonlimits import MAX_JSON_DEPTH, depth_of, too_deep
+from polang.jsonlimits import MAX_JSON_DEPTH, decode, depth_of
 from polang.language import lalr
 from polang.language.entity_store import Entity
 from polang.language.hierarchy import check_hierarchy, closure, too_deep_message
@@ -439,34 +439,10 @@ def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return marked
 
 
-class JSONLimitError(ValueError):
-    """JSON text past a limit: nested deeper than ``MAX_JSON_DEPTH``, or an integer too
-    long for Python to read (more than 4,300 digits)."""
-
-
 def json_loads_checked(text: str | bytes) -> Any:
-    """``json.loads`` for untrusted text that keeps track of repeated object keys (see
-    :func:`duplicate_key`), with its nesting depth measured first (without recursion).
-
-    Raises ``json.JSONDecodeError`` (with its line and column) for invalid JSON,
-    ``UnicodeDecodeError`` for bytes that are not UTF-8 and :class:`JSONLimitError` past a
-    limit: all ``ValueError``.
-    """
-    if isinstance(text, bytes | bytearray):
-        text = bytes(text).decode("utf-8")
-    if too_deep(text):
-        raise JSONLimitError(
-            f"JSON nests deeper than the limit of {MAX_JSON_DEPTH} levels "
-            "(MAX_JSON_DEPTH, docs/security.md)"
-        )
-    try:
-        return json.loads(text, object_pairs_hook=_object_pairs)
-    except json.JSONDecodeError:
-        raise
-    except (ValueError, RecursionError):  # Python's limit on an integer's digits
-        raise JSONLimitError(
-            "an integer has more than 4,300 digits (far outside the 64-bit range of Long)"
-        ) from None
+    """:func:`polang.jsonlimits.decode` keeping track of repeated object keys (see
+    :func:`duplicate_key`: the walkers report them with their JSON path)."""
+    return decode(text, pairs_hook=_object_pairs)
 
 
 def non_string_key(obj: dict[Any, Any]) -> object | None:
