@@ -144,7 +144,7 @@ def test_repairs_on_generated_stores_are_verified_minimal_and_ranked(seed: int) 
 
 
 def test_changed_facts_equal_a_fresh_closure(monkeypatch: pytest.MonkeyPatch) -> None:
-    import polang.analysis.repairs as rp
+    import polang.analysis.repairs.changes as rp  # where changed_facts reads SMALL_STORE
 
     monkeypatch.setattr(rp, "SMALL_STORE", 0)  # always the incremental path
     rng = random.Random(5)

@@ -14,7 +14,7 @@ from polang.datalog.facts import (
     hierarchy_graph,
     walked_closure,
 )
-from polang.datalog.fixed import fixed_rules
+from polang.datalog.fixed_rules import fixed_rules
 from polang.datalog.seminaive import evaluate
 from polang.errors import EntityError
 from polang.language.entities import Entity, EntityStore

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from polang.datalog.codegen import CodegenError, compile_rules
-from polang.datalog.fixed import RuleSyntaxError, fixed_rules, parse_rules
+from polang.datalog.fixed_rules import RuleSyntaxError, fixed_rules, parse_rules
 from polang.datalog.lower import LoweringError, lower_policies
 from polang.datalog.seminaive import StratificationError, evaluate, stratify
 from polang.language.parser import parse_policies

@@ -12,7 +12,7 @@ from pyDatalog.Logic import Logic
 from polang.datalog.authorizer import Authorizer, make_backend
 from polang.datalog.compiled import CompiledBackend
 from polang.datalog.facts import EntityFacts, Request
-from polang.datalog.fixed import parse_rules
+from polang.datalog.fixed_rules import parse_rules
 from polang.datalog.ir import Atom, Builtin, Const, PolicyInfo, Program, Rule, Var
 from polang.datalog.lower import lower_policies
 from polang.datalog.pydatalog import PyDatalogBackend, PyDatalogBackendError, Token, token

@@ -13,9 +13,11 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
 from polang.errors import PolicyParseError, SchemaError
-from polang.language import grammar_tables, lalr, parser, schema
+from polang.language import grammar_tables, lalr, parser
 from polang.language.parser import parse_policies
+from polang.language.schema import declarations as schema_declarations
 from polang.language.schema import parse_schema
+from polang.language.schema import text as schema_text
 
 STARTS = ("policies", "expression", "entity_ref")
 
@@ -25,7 +27,7 @@ def policy_tables() -> lalr.Tables:
 
 
 def schema_tables() -> lalr.Tables:
-    return lalr.load_tables("schema", schema._lark_parser)
+    return lalr.load_tables("schema", schema_text._lark_parser)
 
 
 def same_tree(a: Any, b: Any) -> bool:
@@ -68,7 +70,7 @@ def agree_policy(text: str, start: str = "policies") -> None:
 def agree_schema(text: str) -> None:
     tables = schema_tables()
     got = lalr.parse(tables, lalr.schema_lexer(tables), text, "start")
-    want = lark_tree(schema._lark_parser(), text)
+    want = lark_tree(schema_text._lark_parser(), text)
     assert (got is None) == (want is None), text
     assert same_tree(got, want), text
 
@@ -246,8 +248,10 @@ def test_policy_syntax_errors_are_lark_errors(text: str) -> None:
 @pytest.mark.parametrize("text", ["entity A", "entity A = { a: };", "namespace N { entity }"])
 def test_schema_syntax_errors_are_lark_errors(text: str) -> None:
     with pytest.raises(UnexpectedInput) as lark_error:
-        schema._lark_parser().parse(text)
-    want = schema._syntax_error(schema._Source("s.polangschema"), text, lark_error.value)
+        schema_text._lark_parser().parse(text)
+    want = schema_text._syntax_error(
+        schema_declarations._Source("s.polangschema"), text, lark_error.value
+    )
     with pytest.raises(SchemaError) as info:
         parse_schema(text, "s.polangschema")
     assert str(info.value) == str(want)

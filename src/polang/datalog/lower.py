@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from polang.datalog.fixed import fixed_rules
+from polang.datalog.fixed_rules import fixed_rules
 from polang.datalog.ir import Atom, Builtin, Const, Literal, PolicyInfo, Program, Rule, Var
 from polang.language import ast
 from polang.language.values import check_long

@@ -56,7 +56,20 @@ def show(value: object, limit: int = MAX_QUOTED_CHARS) -> str:
         return f"an array of {len(value)} items"
     if isinstance(value, Mapping):
         return f"an object of {len(value)} fields"
-    return type_word(value)
+    return json_kind(value)
+
+
+def closest(name: object, candidates: Iterable[str], *, cutoff: float = 0.6) -> str | None:
+    """The candidate a misspelt ``name`` most likely meant (for a "did you mean" hint), or
+    ``None``. The one place polang compares names for a hint: a name longer than
+    ``MAX_QUOTED_CHARS`` is not compared (hostile input costs nothing), and ``difflib`` is
+    imported on a mistake only (start-up time)."""
+    if not isinstance(name, str) or len(name) > MAX_QUOTED_CHARS:
+        return None
+    import difflib
+
+    found = difflib.get_close_matches(name, list(candidates), n=1, cutoff=cutoff)
+    return found[0] if found else None
 
 
 def listing(items: Iterable[object], limit: int = 10) -> str:
@@ -78,21 +91,28 @@ def _quote(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)
 
 
-def type_word(value: object) -> str:
-    """The JSON name of a value's type, for messages."""
-    if value is None:
+def json_kind(v: object) -> str:
+    """A JSON value's kind, for messages; a Python value that no JSON text gives (a set,
+    a tuple, an object of a class) is named as what it is, not as the JSON it is not."""
+    if v is None:
         return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, int):
+        return "an integer"
+    if isinstance(v, float):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, list):
+        return "an array"
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, set | frozenset):
+        return "a set"
+    if isinstance(v, tuple):
+        return "a tuple"
+    return f"a Python `{type(v).__name__}`"
 
 
 class Checker(Record):
@@ -113,7 +133,7 @@ class Checker(Record):
     def obj(self, value: object, path: str, what: str = "an object") -> Mapping[str, Any] | None:
         if isinstance(value, Mapping):
             return value
-        self.add("invalid_field", path, f"must be {what}, got {type_word(value)}")
+        self.add("invalid_field", path, f"must be {what}, got {json_kind(value)}")
         return None
 
     def known(
@@ -145,22 +165,16 @@ class Checker(Record):
                 )
                 continue
             name = str(key)
-            import difflib  # on a mistake only (start-up time)
-
-            close = (
-                difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
-                if len(name) <= MAX_QUOTED_CHARS
-                else []
-            )
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            near = closest(name, allowed)
+            hint = f" (did you mean {near!r}?)" if near else ""
             message = f"unknown field {show(name)}{hint}; allowed: {', '.join(allowed)}"
-            if close and close[0] not in record and _misspelt(name, close[0]):
+            if near and near not in record and _misspelt(name, near):
                 # A misspelt field would silently turn its check off (``trustd``,
                 # ``expected_audiance``): that is an error even when unknown fields warn.
                 self.add(
                     "unknown_field",
                     jpath(path, name),
-                    f"{message}: it looks like a misspelling of {close[0]!r}, "
+                    f"{message}: it looks like a misspelling of {near!r}, "
                     "which would leave that setting unset",
                 )
             elif refuse or self.problems.strict:
@@ -185,7 +199,7 @@ class Checker(Record):
             return None
         value = record[key]
         if not isinstance(value, str):
-            self.add("invalid_field", jpath(path, key), f"must be a string, got {type_word(value)}")
+            self.add("invalid_field", jpath(path, key), f"must be a string, got {json_kind(value)}")
             return None
         if non_empty and not value.strip():
             self.add("invalid_field", jpath(path, key), "must not be empty")
@@ -198,7 +212,7 @@ class Checker(Record):
         value = record[key]
         p = jpath(path, key)
         if not isinstance(value, list):
-            self.add("invalid_field", p, f"must be an array of strings, got {type_word(value)}")
+            self.add("invalid_field", p, f"must be an array of strings, got {json_kind(value)}")
             return None
         out: list[str] = []
         for i, item in enumerate(value):
@@ -206,7 +220,7 @@ class Checker(Record):
                 self.add(
                     "invalid_field",
                     jpath(p, i),
-                    f"must be a non-empty string, got {type_word(item)}",
+                    f"must be a non-empty string, got {json_kind(item)}",
                 )
                 continue
             out.append(item)

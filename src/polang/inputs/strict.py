@@ -20,6 +20,7 @@ from polang.jsonlimits import (
     decode,
     value_error_text,
 )
+from polang.runtime import unavailable
 
 #: Deepest nesting of arrays and objects in a store's YAML (the JSON limit, since a YAML
 #: store is the same data; documented in docs/policy-store.md).
@@ -237,8 +238,15 @@ def _scalar(event: Any, resolver: Any, constructor: Any) -> Any:
 
 def load_yaml(text: str, *, file: str, problems: Problems) -> Any:
     """Strict YAML (see :func:`_yaml_value`); ``None`` with a problem on failure."""
-    import yaml
-
+    try:
+        import yaml
+    except ImportError:  # no PyYAML (Pyodide without its build): JSON is still read
+        problems.add(
+            "source",
+            file,
+            unavailable("reading YAML", "the PyYAML package cannot be imported", "use JSON"),
+        )
+        return None
     try:
         return _yaml_value(text)
     except _YamlRefused as e:

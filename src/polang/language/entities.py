@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from polang.errors import EntityError, RequestError
+from polang.inputs.fields import closest, json_kind
 from polang.jsonlimits import MAX_JSON_DEPTH
 from polang.language.entity_store import Entity, EntityStore
 from polang.language.entity_values import NO_TAGS as _NO_TAGS
@@ -40,7 +41,6 @@ from polang.language.schema import (
     SchemaType,
     SetType,
     duplicate_key,
-    json_kind,
     json_loads_checked,
     json_path,
     name_error,
@@ -481,10 +481,8 @@ def _unknown_key(o: dict[str, Any], path: str) -> _Bad | None:
         if k not in ENTITY_KEYS:
             key = str(k)
             shown = key if len(key) <= 40 else key[:40] + "..."
-            import difflib  # on use: a misspelt key's hint only
-
-            close = difflib.get_close_matches(key[:40], ENTITY_KEYS, n=1, cutoff=0.6)
-            hint = f'; did you mean "{close[0]}"?' if close else ""
+            near = closest(key, ENTITY_KEYS)
+            hint = f'; did you mean "{near}"?' if near else ""
             return _Bad(
                 json_path(path, shown),
                 f'unknown key "{shown}" in an entity (its keys are "uid", "attrs", "parents" '

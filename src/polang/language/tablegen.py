@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from polang.language.lalr import GRAMMARS, grammar_text, tables_from_lark
 from polang.language.parser import get_parser
-from polang.language.schema import _lark_parser
+from polang.language.schema.text import _lark_parser
 
 if TYPE_CHECKING:
     from lark import Lark

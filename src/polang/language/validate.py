@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from polang._record import Record
 from polang.errors import EvaluationError, ValidationError
+from polang.inputs.fields import closest
 from polang.language import ast, extensions
 from polang.language import schema as sm
 from polang.language.ast import Span
@@ -25,7 +26,6 @@ from polang.language.typecheck.checker import (
     Issue,
     SchemaIndex,
     check_policy,
-    suggest,
 )
 from polang.language.values import (
     EntityUID,
@@ -298,7 +298,7 @@ def _check_entity(index: SchemaIndex, schema: sm.Schema, e: Entity) -> list[Vali
 
     et = schema.entity_types.get(uid.type)
     if et is None:
-        hint = suggest(uid.type, schema.entity_types)
+        hint = closest(uid.type, schema.entity_types)
         add(
             "unknown_entity_type",
             f"entity type `{uid.type}` is not declared in the schema"
@@ -317,7 +317,7 @@ def _check_entity(index: SchemaIndex, schema: sm.Schema, e: Entity) -> list[Vali
         decl = shape.attributes.get(name)
         if decl is None:
             if not shape.additional:
-                hint = suggest(name, shape.attributes)
+                hint = closest(name, shape.attributes)
                 add(
                     "unknown_attribute",
                     f"attribute `{name}` is not declared for type `{uid.type}`"
@@ -513,7 +513,7 @@ def _request_findings(
         if uid is None:
             continue
         if uid.type not in schema.entity_types:
-            hint = suggest(uid.type, schema.entity_types)
+            hint = closest(uid.type, schema.entity_types)
             add(
                 f"unknown_{part}_type",
                 part,
@@ -527,7 +527,7 @@ def _request_findings(
 
     ad = schema.actions.get(action)
     if ad is None:
-        hint = suggest(action.id, [a.id for a in schema.actions if a.type == action.type])
+        hint = closest(action.id, [a.id for a in schema.actions if a.type == action.type])
         add(
             "undeclared_action",
             "action",

@@ -23,7 +23,6 @@ become :class:`SqlError` naming the file.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from polang.datalog.ir import Program
+from polang.inputs.fields import closest
 from polang.inputs.files import open_regular_file
 from polang.language.entities import ENTITY_KEYS
 from polang.language.schema import (
@@ -218,8 +218,8 @@ def _raw_insert(select: str, schema: Schema) -> str:
 
 
 def _unknown_key(key: str, what: str, allowed: Sequence[str] = _KEYS_ORDER) -> str:
-    close = difflib.get_close_matches(key[:40], list(allowed), n=1, cutoff=0.6)
-    hint = f'; did you mean "{close[0]}"?' if close else ""
+    near = closest(key, allowed)
+    hint = f'; did you mean "{near}"?' if near else ""
     known = ", ".join(f'"{k}"' for k in allowed)
     return f"unknown {what} {_show(key)} (an entity's are {known}){hint}"
 
@@ -553,8 +553,8 @@ def _problem_text(code: str, detail: str | None, etype: str | None, schema: Sche
         return f"is not one of the entities of the enumerated type `{etype}`"
     if code == "unknown_attr":
         names = list(et.shape.attributes) if et is not None else []
-        close = difflib.get_close_matches(d[:40], names, n=1, cutoff=0.6)
-        hint = f'; did you mean "{close[0]}"?' if close else ""
+        near = closest(d, names)
+        hint = f'; did you mean "{near}"?' if near else ""
         return (
             f"has the attribute {_show(d)}, which the schema does not declare for `{etype}`{hint}"
         )

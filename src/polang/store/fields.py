@@ -7,11 +7,11 @@ from polang.inputs.fields import (
     Checker,
     is_version,
     jpath,
+    json_kind,
     listing,
     parse_legacy_date,
     parse_utc,
     show,
-    type_word,
 )
 
 __all__ = [
@@ -20,9 +20,9 @@ __all__ = [
     "Checker",
     "is_version",
     "jpath",
+    "json_kind",
     "listing",
     "parse_legacy_date",
     "parse_utc",
     "show",
-    "type_word",
 ]

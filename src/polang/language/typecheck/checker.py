@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import ClassVar
 
 from polang._record import Record
+from polang.inputs.fields import closest
 from polang.language import ast, extensions
 from polang.language import schema as sm
 from polang.language.ast import NO_SPAN, Span
@@ -390,13 +391,6 @@ def _attr_path(attrs: list[str]) -> str:
         else:
             out += f"[{quote_string(a)}]"
     return out
-
-
-def suggest(word: str, candidates: Iterable[str]) -> str | None:
-    import difflib  # on a mistake only (start-up time)
-
-    found = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return found[0] if found else None
 
 
 # ---------------------------------------------------------------- one environment
@@ -776,7 +770,7 @@ class EnvChecker:
                 return fail(at.type)
             what, _ = self.access_description(target, t, attr)
             msg = f"attribute {what} not found"
-            hint = suggest(attr, self.known_attrs(t))
+            hint = closest(attr, self.known_attrs(t))
             may = self.may_have_attr(t, attr)
             if hint is not None:
                 msg += f"; did you mean `{hint}`?"
@@ -1087,7 +1081,7 @@ class EnvChecker:
                     f"`.{name}()` takes {_count(want)} besides its receiver, got {len(args) - 1}",
                 )
             else:
-                hint = suggest(name, EXT_FUNCTIONS)
+                hint = closest(name, EXT_FUNCTIONS)
                 self.err(
                     "undefined_function",
                     e.span,
@@ -1296,7 +1290,7 @@ def _check_names(index: SchemaIndex, policy: ast.Policy, body: Node) -> list[Iss
     issues: list[Issue] = []
     for name, span in type_refs:
         if not index.is_known_entity_type(name):
-            hint = suggest(name, index.entities)
+            hint = closest(name, index.entities)
             issues.append(
                 Issue(
                     "unrecognized_entity_type",
@@ -1331,7 +1325,7 @@ def _unknown_action_message(index: SchemaIndex, uid: EntityUID) -> str:
     for a in index.actions:
         if f"Action::{uid.id}" in a.id or f'Action::"{uid.id}"' in a.id:
             return msg + f"; did you mean `{a}` (the id should not repeat the type)?"
-    hint = suggest(uid.id, [a.id for a in index.actions if a.type == uid.type])
+    hint = closest(uid.id, [a.id for a in index.actions if a.type == uid.type])
     if hint is not None:
         return msg + f"; did you mean `{EntityUID(uid.type, hint)}`?"
     return msg + " (the schema does not declare it)"

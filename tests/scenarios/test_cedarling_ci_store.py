@@ -30,8 +30,7 @@ import pytest
 from polang import Engine, TokenInput
 from polang.store import PolicyStoreLoadError, PolicyStoreSource
 from polang.store.tools import validate_store
-
-from .oidc_server import OidcProvider
+from tokens.oidc_server import OidcProvider
 
 SCHEMA = """namespace CI {
     type Url = {"host": String, "path": String, "protocol": String};

@@ -22,8 +22,7 @@ from polang.config import Config
 from polang.store import PolicyStoreLoadError, PolicyStoreSource
 from polang.store.layout import git_blob_sha1, is_single_issuer_record
 from polang.store.tools import validate_store
-
-from .storekit import b64, write_tree, zip_bytes
+from store.storekit import b64, write_tree, zip_bytes
 
 STORE_ID = "a1b2c3d4e5f60718293a4b5c6d7e8f9001122334"
 
@@ -505,7 +504,7 @@ def test_the_engine_writes_store_warnings_to_the_system_log(tmp_path: Path) -> N
 
 
 def test_the_cedarling_form_example_loads_like_the_directory_example() -> None:
-    from .storekit import EXAMPLES
+    from store.storekit import EXAMPLES
 
     example = EXAMPLES / "cedarling-form"
     store = PolicyStoreSource.from_path(example).load()
@@ -602,7 +601,7 @@ def test_a_custom_issuer_id_comes_from_the_file_name(tmp_path: Path) -> None:
         ([], "invalid_field", "$", "an object with `tokens_mappings`"),
         ({"id": "x"}, "missing_field", "$.tokens_mappings", "required field"),
         ({"tokens_mappings": {}}, "invalid_field", "$.tokens_mappings", "declares no tokens"),
-        ({"tokens_mappings": [1]}, "invalid_field", "$.tokens_mappings", "got array"),
+        ({"tokens_mappings": [1]}, "invalid_field", "$.tokens_mappings", "got an array"),
         (
             {"tokens_mappings": {"Device": {}}},
             "invalid_field",

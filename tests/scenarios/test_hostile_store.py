@@ -29,8 +29,7 @@ from polang.store import PolicyStoreLoadError, PolicyStoreSource
 from polang.store.errors import MAX_LISTED_PROBLEMS, MAX_PROBLEM_CHARS, MAX_PROBLEMS
 from polang.store.layout import MAX_UNEXPECTED_LISTED, build_manifest
 from polang.tokens.records import ISSUER_FIELDS, TOKEN_FIELDS
-
-from .storekit import ISSUER, METADATA, b64, legacy_doc, store_files, write_tree, zip_bytes
+from store.storekit import ISSUER, METADATA, b64, legacy_doc, store_files, write_tree, zip_bytes
 
 DEEP = 50_000
 

@@ -16,6 +16,7 @@ import pytest
 
 import polang
 from polang.errors import EntityError, PolicyParseError, RequestError, SchemaError
+from polang.inputs.fields import json_kind
 from polang.jsonlimits import MAX_JSON_DEPTH
 from polang.language import ast
 from polang.language.entities import (
@@ -36,7 +37,6 @@ from polang.language.schema import (
     MAX_SCHEMA_TYPE_DEPTH,
     ExtensionType,
     SetType,
-    json_kind,
     parse_schema,
     parse_schema_json,
 )

@@ -16,9 +16,8 @@ import pytest
 from polang.config import Config
 from polang.errors import PolangError
 from polang.store import PolicyStore, PolicyStoreLoadError, PolicyStoreSource, StoreRefresher
+from store.storekit import store_files, zip_bytes
 from tokens.oidc_server import OidcProvider, blocked, body, drip, redirect, status
-
-from .storekit import store_files, zip_bytes
 
 FAST = Config(http_request_timeout=5, http_max_retries=0)
 EXTRA = '@id("extra") permit (principal, action == App::Action::"edit", resource);\n'

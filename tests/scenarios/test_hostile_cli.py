@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from cli.helpers import READ, REQUESTS, STORE, Capsys, run, write_json
 from polang.cli import main
-
-from .helpers import READ, REQUESTS, STORE, Capsys, run, write_json
 
 # written out here, not imported from polang, so that the test fails if the library's set
 # loses a character; \n is the printers' own line break

@@ -29,10 +29,9 @@ from polang.tokens import DROP_KINDS, TokenProcessor, TokenSettings
 from polang.tokens.claim_regex import MAX_MAPPED_CLAIM_CHARS
 from polang.tokens.model import MAX_DROP_MESSAGE
 from polang.tokens.settings import DEFAULT_TOKEN_MAX_SIZE
-
-from .conftest import issuer_record
-from .oidc_server import OidcProvider, blocked, body, drip, redirect
-from .test_engine_multi_issuer import ACCESS, READ, SCHEMA, doc, issuers_for, write_store
+from tokens.conftest import issuer_record
+from tokens.oidc_server import OidcProvider, blocked, body, drip, redirect
+from tokens.test_engine_multi_issuer import ACCESS, READ, SCHEMA, doc, issuers_for, write_store
 
 
 def b64(data: str | bytes) -> str:

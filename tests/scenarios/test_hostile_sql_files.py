@@ -11,6 +11,11 @@ from typing import Any
 
 import pytest
 
+# what tests/sql/conftest.py does for that folder: the SQL engines are optional extras
+pytest.importorskip("duckdb", reason="the DuckDB engine's tests need polang[duckdb] (duckdb)")
+pytest.importorskip("sqlglot", reason="the SQL engines' tests need sqlglot")
+pytest.importorskip("pyarrow", reason="the DuckDB engine's tests need pyarrow")
+
 from polang.analysis.query import who_can
 from polang.datalog.authorizer import Authorizer
 from polang.datalog.facts import EntityFacts
