@@ -216,7 +216,7 @@ def test_declared_and_mapped_claims_are_attributes_as_well_as_tags() -> None:
     mappings = {"email": EMAIL, "address": JSON, "lvl": TYPED}
     attrs, tags = claim_attributes(claims, shape, mappings, SCHEMA, frozenset())
     assert attrs == {
-        "scope": SetValue(["read write"]),
+        "scope": SetValue(["read", "write"]),  # a space-delimited list (RFC 9068 2.2.3)
         "iat": 100,
         "email": RecordValue({"uid": "ann", "domain": "example.com"}),
         "address": RecordValue({"city": "Oslo", "zip": 150}),
@@ -224,7 +224,7 @@ def test_declared_and_mapped_claims_are_attributes_as_well_as_tags() -> None:
     }
     # every claim is also a tag (policies may use either form)
     assert tags == {
-        "scope": SetValue(["read write"]),
+        "scope": SetValue(["read", "write"]),
         "iat": SetValue(["100"]),
         "email": SetValue(["ann@example.com"]),
         "address": SetValue(['{"city": "Oslo", "zip": 150}']),

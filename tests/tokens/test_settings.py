@@ -71,7 +71,7 @@ def test_role_mapping_forms() -> None:
         ({"entity_type_name": "A::T", "principal_mapping": [""]}, r"principal_mapping\[0\]"),
         ({"entity_type_name": "A::T", "claim_mapping": []}, r"tm\.claim_mapping"),
         ({"entity_type_name": "A::T", "colour": "red"}, r"tm\.colour: unknown field"),
-        ("nope", "tm: must be a token metadata object, got string"),
+        ("nope", "tm: must be a token metadata object, got a string"),
     ],
 )
 def test_token_metadata_errors_name_the_json_path(record: Any, fragment: str) -> None:

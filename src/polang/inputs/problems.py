@@ -58,6 +58,8 @@ KINDS: dict[str, str] = {
     "store_selection": "the legacy file holds no store with the requested id, or several",
     "trusted_issuer_ref": "a policy names a TrustedIssuer entity the engine never builds "
     "(such as Cedarling's issuer-URL id)",
+    "claim_path": "a claim path in token metadata that no token could have (empty part, "
+    "another path syntax, too long or deep), or a likely misspelling of a well-known claim",
 }
 
 

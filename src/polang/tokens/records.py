@@ -21,9 +21,10 @@ from typing import Any, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
 from polang.errors import PolicyStoreError
-from polang.inputs.fields import Checker, jpath, show, type_word
+from polang.inputs.fields import Checker, jpath, json_kind, show
 from polang.inputs.problems import Problems
 from polang.language.schema import has_name_shape
+from polang.tokens.claim_paths import misspelt_claim, path_problem
 from polang.tokens.claim_regex import ClaimPattern, ClaimRegexError, compile_claim_regex
 
 # Token names the spec gives defaults for; any other name needs ``entity_type_name``.
@@ -243,6 +244,10 @@ def check_trusted_issuer(
                 jpath(path, endpoint_key),
                 "must not carry credentials or a fragment",
             )
+        else:
+            entra = entra_endpoint_problem(parts.hostname.lower(), parts.path)
+            if entra is not None:
+                ck.add("issuer", jpath(path, endpoint_key), entra)
     audience = check_audience(rec, path, ck)
     tokens: dict[str, TokenMetadata] = {}
     raw_tokens = rec.get("token_metadata")
@@ -277,6 +282,58 @@ def check_trusted_issuer(
         token_metadata=tokens,
         expected_audience=audience,
     )
+
+
+#: Microsoft Entra ID's sign-in hosts (the global cloud, US Government, China).
+ENTRA_HOSTS = frozenset(
+    {"login.microsoftonline.com", "login.microsoftonline.us", "login.chinacloudapi.cn"}
+)
+#: Entra ID's tenant-independent endpoints; tokens always name their own tenant.
+_ENTRA_MULTI_TENANT = {
+    "common": "",
+    "organizations": "",
+    "consumers": " (personal Microsoft accounts sign in through the tenant "
+    "9188040d-6c67-4c5b-b112-36a304b66dad)",
+}
+_TENANT_ID = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z"
+)
+
+
+def entra_endpoint_problem(host: str, path: str) -> str | None:
+    """Why an Entra ID discovery endpoint can never match a token, or ``None``.
+
+    Entra ID's v2.0 tokens name their tenant by id in ``iss``
+    (``https://login.microsoftonline.com/<tenant id>/v2.0``), and the tenant's discovery
+    document says the same; polang matches a token's ``iss`` to the endpoint's issuer
+    exactly. So a multi-tenant endpoint (``common``...), a tenant given by domain name or
+    the v1.0 endpoint (whose issuer is ``https://sts.windows.net/<tenant id>/``) would
+    drop every token: the store is refused instead, saying what to write.
+    """
+    if host not in ENTRA_HOSTS:
+        return None
+    segments = [s for s in path.split("/") if s]
+    tenant = segments[0] if segments else ""
+    v2 = f"https://{host}/<tenant id>/v2.0/.well-known/openid-configuration"
+    if tenant.lower() in _ENTRA_MULTI_TENANT:
+        return (
+            f"Entra ID's {tenant!r} endpoint serves many tenants, but each token names its "
+            f"own tenant in 'iss'{_ENTRA_MULTI_TENANT[tenant.lower()]}: list every tenant "
+            f"you accept as its own trusted issuer, {v2}"
+        )
+    if not _TENANT_ID.match(tenant):
+        return (
+            f"Entra ID tenant {show(tenant)} is not a tenant id: tokens name their tenant "
+            f"by its id (a GUID such as 72f988bf-86f1-41af-91ab-2d7cd011db47) in 'iss', "
+            f"never by domain; write {v2}"
+        )
+    if segments[1:2] != ["v2.0"]:
+        return (
+            "this is Entra ID's v1.0 endpoint, whose issuer is https://sts.windows.net/"
+            f"<tenant id>/ and never matches it; use the v2.0 endpoint {v2} (and v2.0 "
+            "access tokens: accessTokenAcceptedVersion 2 in the app's manifest)"
+        )
+    return None
 
 
 def _endpoint_key(rec: Mapping[str, Any], ck: Checker, path: str) -> str:
@@ -329,6 +386,9 @@ def check_token_metadata(
     token_id = ck.string(rec, "token_id", path)
     user_id = ck.string(rec, "user_id", path)
     workload_id = ck.string(rec, "workload_id", path)
+    for key, claim in (("token_id", token_id), ("user_id", user_id), ("workload_id", workload_id)):
+        if claim is not None:
+            check_claim_path(claim, ck, jpath(path, key))
 
     role_mapping: tuple[str, ...] = ("role",)
     role_set = rec.get("role_mapping") is not None
@@ -336,8 +396,13 @@ def check_token_metadata(
         rm = rec["role_mapping"]
         if isinstance(rm, str):
             role_mapping = (rm,) if rm else ()
+            if rm:
+                check_claim_path(rm, ck, jpath(path, "role_mapping"))
         elif isinstance(rm, list):
             role_mapping = ck.string_list(rec, "role_mapping", path) or ()
+            for i, claim in enumerate(rm):
+                if isinstance(claim, str) and claim:
+                    check_claim_path(claim, ck, jpath(jpath(path, "role_mapping"), i))
         else:
             ck.add(
                 "invalid_field",
@@ -353,6 +418,8 @@ def check_token_metadata(
                 f"must be an entity type name <Namespace>::<Type>, got {show(t)}",
             )
     required_claims = ck.string_list(rec, "required_claims", path) or ()
+    for i, claim in enumerate(required_claims):
+        check_claim_path(claim, ck, jpath(jpath(path, "required_claims"), i))
 
     audience = check_audience(rec, path, ck)
     claim_mapping: dict[str, ClaimMapping] = {}
@@ -361,6 +428,7 @@ def check_token_metadata(
         cm = ck.obj(rec["claim_mapping"], cpath, "an object mapping claim names to mappings")
         if cm is not None:
             for claim, mapping in cm.items():
+                check_claim_path(str(claim), ck, jpath(cpath, str(claim)), key=True)
                 parsed = check_claim_mapping(mapping, ck, jpath(cpath, str(claim)))
                 if parsed is not None:
                     claim_mapping[str(claim)] = parsed
@@ -380,6 +448,29 @@ def check_token_metadata(
         claim_mapping=claim_mapping,
         expected_audience=audience,
     )
+
+
+def check_claim_path(claim: str, ck: Checker, path: str, *, key: bool = False) -> None:
+    """A claim path a token metadata field names (``realm_access.roles``): refused when no
+    token could ever have it (empty parts, another path syntax, past the limits of
+    :mod:`polang.tokens.claim_paths`); a likely misspelling of a well-known claim warns
+    (an error when the store is loaded strictly). ``key``: the path is a mapping's key."""
+    what = "claim path (the key)" if key else "claim path"
+    problem = path_problem(claim)
+    if problem is not None:
+        ck.add("claim_path", path, f"{what} {show(claim)} {problem}")
+        return
+    close = misspelt_claim(claim)
+    if close is None:
+        return
+    message = (
+        f"{what} {show(claim)}: {show(claim.split('.', 1)[0])} is not a claim identity "
+        f"providers send, but close to {close!r}; did you mean {close!r}?"
+    )
+    if ck.problems.strict:
+        ck.add("claim_path", path, message)
+    else:
+        ck.problems.warn("claim_path", ck.file, message, path)
 
 
 def check_audience(rec: Mapping[str, Any], path: str, ck: Checker) -> tuple[str, ...]:
@@ -408,13 +499,13 @@ def check_audience(rec: Mapping[str, Any], path: str, ck: Checker) -> tuple[str,
                 jpath(p, i),
                 "must not be empty"
                 if isinstance(v, str)
-                else f"must be a string (an audience), got {type_word(v)}",
+                else f"must be a string (an audience), got {json_kind(v)}",
             )
         return () if bad else tuple(value)
     ck.add(
         "invalid_field",
         p,
-        f"must be an audience (a non-empty string) or an array of them, got {type_word(value)}",
+        f"must be an audience (a non-empty string) or an array of them, got {json_kind(value)}",
     )
     return ()
 
@@ -485,7 +576,7 @@ def check_claim_mapping(value: object, ck: Checker, path: str) -> ClaimMapping |
                 "issuer",
                 jpath(gpath, "type"),
                 f"must be one of {', '.join(REGEX_VALUE_TYPES)}, got "
-                + (show(vtype) if vtype is not None else type_word(vtype)),
+                + (show(vtype) if vtype is not None else json_kind(vtype)),
             )
             continue
         if attr is not None:

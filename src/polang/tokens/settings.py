@@ -17,6 +17,8 @@ from polang.http import FetchLimits
 if TYPE_CHECKING:
     import ssl
 
+    from polang.http import FetchObserver
+
 ASYMMETRIC_ALGORITHMS: tuple[str, ...] = (
     "RS256",
     "RS384",
@@ -40,23 +42,6 @@ WELL_KNOWN_SUFFIX = "/.well-known/openid-configuration"
 DEFAULT_TOKEN_MAX_SIZE = 64 * 1024
 
 
-def describe_json(v: object) -> str:
-    """A claim's or record field's JSON kind, for messages ("a string", "an array"...)."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "a boolean"
-    if isinstance(v, (int, float)):
-        return "a number"
-    if isinstance(v, str):
-        return "a string"
-    if isinstance(v, list):
-        return "an array"
-    if isinstance(v, dict):
-        return "an object"
-    return type(v).__name__
-
-
 @dataclass(frozen=True)
 class TokenSettings:
     """The ``ENGINE_*`` values token handling reads (see the configuration table).
@@ -64,7 +49,7 @@ class TokenSettings:
     A JWKS response's Cache-Control ``max-age`` wins over ``jwks_refresh_interval``,
     which applies when the response has none (``None``: 3600 s). ``ssl_context``
     replaces the default trust (system store plus ``SSL_CERT_FILE``) for embedders and
-    tests.
+    tests; ``fetch_observer`` is told of each fetch (the engine's telemetry).
     """
 
     sig_validation: bool = True
@@ -83,6 +68,7 @@ class TokenSettings:
     decision_log_jwt_id: str = "jti"
     token_max_size: int = DEFAULT_TOKEN_MAX_SIZE
     ssl_context: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
+    fetch_observer: FetchObserver | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for alg in self.algorithms:
