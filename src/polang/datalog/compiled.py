@@ -31,6 +31,7 @@ from polang.datalog.ir import Atom, Builtin, Const, PolicyInfo, Program, Rule, V
 from polang.datalog.pycode import OUT_OF_SCOPE
 from polang.errors import EvaluationError
 from polang.language.values import EntityUID
+from polang.runtime import WASM
 
 Fn = Callable[[Request, EntityFacts], Any]
 ScopeFn = Callable[[Request, EntityFacts], bool]
@@ -532,7 +533,9 @@ class CompiledBackend:
         ``background``). Separate from construction so the caller finishes its own
         loading first instead of sharing the interpreter with the thread."""
         comp, self._pending = self._pending, None
-        if comp is not None:
+        if comp is not None and WASM:  # no threads there: the generated tier, now
+            self._generate(comp)
+        elif comp is not None:
             threading.Thread(
                 target=self._generate, args=(comp,), name="polang-codegen", daemon=True
             ).start()

@@ -56,6 +56,7 @@ from functools import cache
 from typing import Any, Protocol
 
 from polang.inputs.fields import MAX_QUOTED_CHARS
+from polang.runtime import unavailable
 
 #: The longest claim text a ``regex`` mapping is applied to (characters, per string: an
 #: array claim is mapped element by element). Matching is linear, so this only keeps one
@@ -165,8 +166,12 @@ def compile_claim_regex(expression: str) -> ClaimPattern:
     re2 = _re2()
     if re2 is None:
         raise ClaimRegexError(
-            "regex claim mappings need the module re2 (the google-re2 package), which "
-            "cannot be imported here; install google-re2 or use the json parser"
+            unavailable(
+                "a regex claim mapping",
+                "it needs the module re2 of the google-re2 package, which cannot be imported "
+                "here, and a backtracking regex engine is never used on token claims",
+                "install google-re2 or use the json parser",
+            )
         )
     translated = to_re2_syntax(expression)
     options = re2.Options()
