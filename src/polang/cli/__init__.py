@@ -35,7 +35,16 @@ from polang.errors import PolangError
 Handler = Callable[[argparse.Namespace], int]
 
 #: The command groups, in the order ``polang --help`` lists them (``polang.cli.<name>``).
-COMMAND_MODULES: tuple[str, ...] = ("decide", "explain", "queries", "authoring", "dev", "store")
+COMMAND_MODULES: tuple[str, ...] = (
+    "decide",
+    "explain",
+    "queries",
+    "plan",
+    "authoring",
+    "dev",
+    "store",
+    "playground",
+)
 
 
 EXAMPLES = """examples:

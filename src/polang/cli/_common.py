@@ -107,6 +107,19 @@ def entity_arg(value: str, what: str) -> Any:
     return json_file(value, what)
 
 
+def token_args(values: list[str]) -> list[Any]:
+    """``--token MAPPING=JWT`` values as the engine's ``TokenInput`` list."""
+    from polang.tokens.model import TokenInput  # polang --help stays fast
+
+    tokens = []
+    for t in values:
+        mapping, sep, jwt = t.partition("=")
+        if not sep or not mapping or not jwt:
+            raise RequestError(f"--token {t[:20]}...: expected MAPPING=JWT")
+        tokens.append(TokenInput(mapping, jwt))
+    return tokens
+
+
 def entity_or_uid(value: str, what: str, schema: Any) -> tuple[Any, list[Any]]:
     """``entity_arg`` for commands that work on facts: the uid, and the entity (if the
     value was a file) to lay over the store's entities."""

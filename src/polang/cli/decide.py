@@ -14,25 +14,20 @@ from polang.cli._common import (
     json_arg,
     output_console,
     store_config,
+    token_args,
 )
 from polang.errors import RequestError
 
 
 def cmd_authorize(args: argparse.Namespace) -> int:
     from polang.engine import Engine  # polang --help stays fast
-    from polang.tokens.model import TokenInput
 
     engine = Engine(store_config(args.store, args.config))
     try:
         resource = entity_arg(args.resource, "resource")
         context = json_arg(args.context, "context") if args.context else None
         if args.token:
-            tokens = []
-            for t in args.token:
-                mapping, sep, jwt = t.partition("=")
-                if not sep or not mapping or not jwt:
-                    raise RequestError(f"--token {t[:20]}...: expected MAPPING=JWT")
-                tokens.append(TokenInput(mapping, jwt))
+            tokens = token_args(args.token)
             if args.principal:
                 raise RequestError("--principal and --token cannot be combined")
             result = engine.authorize_multi_issuer(tokens, args.action, resource, context)

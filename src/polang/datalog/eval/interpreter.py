@@ -131,8 +131,6 @@ def run_group(
                     observer.call(pred, lit, args, True, res)
                 if lit.out is not None:
                     env[lit.out.name] = res
-                    if type(res) is Unknown and maybe is None:
-                        maybe = []
                 elif type(res) is Unknown:
                     maybe = [*(maybe or ()), (lit, res)]
                 elif not res:
@@ -158,8 +156,6 @@ def run_group(
             t = lit.args[0]
             if type(t) is not Const:
                 env[t.name] = val  # type: ignore[union-attr]
-                if type(val) is Unknown and maybe is None:
-                    maybe = []
             elif type(val) is Unknown:
                 if not val.may_be(t.value):
                     ok = False
@@ -178,6 +174,8 @@ def run_group(
             continue
         h = rule.head.args[0] if rule.head.args else _TRUE
         value = h.value if type(h) is Const else env[h.name]  # type: ignore[union-attr]
+        # an unknown operand bound to a variable makes the rule open only through what
+        # reads it: the head's value, or a literal that may hold (``maybe``)
         if maybe is not None or type(value) is Unknown:
             if possible is None:
                 possible = []

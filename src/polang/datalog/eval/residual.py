@@ -19,7 +19,7 @@ from typing import Any
 
 from polang._record import Record
 from polang.datalog.eval.semantics import REQUEST_VARS
-from polang.datalog.eval.shapes import classify
+from polang.datalog.eval.shapes import Shape, classify
 from polang.datalog.ir import Rule
 from polang.language import ast
 from polang.language.values import EntityUID, RecordValue, SetValue, value_to_json
@@ -130,10 +130,12 @@ def call_expr(op: str, operands: Sequence[ast.Expr], consts: Sequence[Any] = ())
     return ast.ExtCall(op, (*operands, *map(value_expr, consts)))  # not the lowering's
 
 
-def shape_expr(pred: str, rules: Sequence[Rule], operand: Any) -> ast.Expr:
+def shape_expr(pred: str, rules: Sequence[Rule], operand: Any, sh: Shape | None = None) -> ast.Expr:
     """A rule group as an expression over its operands' expressions (``operand(p)``);
-    a group of no known form is named by its predicate, as a call of no arguments."""
-    sh = classify(rules)
+    a group of no known form is named by its predicate, as a call of no arguments.
+    ``sh``: the group's form when the caller has it (``classify(rules)``)."""
+    if sh is None:
+        sh = classify(rules)
     kind = sh.kind
     if kind == "const":
         return value_expr(sh.value)
