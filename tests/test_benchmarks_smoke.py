@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -84,3 +85,113 @@ def test_command_line_runs_and_profiles(bench: object, capsys: pytest.CaptureFix
     for variant in ("entities parsed", "references", "context parsed", "full, 20 repeated"):
         assert variant in out
     assert '"split_us_per_request"' in out
+
+
+def test_bench_async_runs() -> None:
+    """bench_async.py end to end on a short stall and few requests (a process of its own:
+    it configures Django). Its numbers are not checked, only that every part ran."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_async.py"),
+            "--stall",
+            "0.05",
+            "--requests",
+            "50",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    for row in (
+        "sync API in the coroutine",
+        "sync API in a thread",
+        "AsyncEngine",
+        "FastAPI dependency",
+        "Flask decorator",
+        "Django decorator",
+    ):
+        assert row in out, out
+
+
+def test_bench_lock_runs() -> None:
+    """bench_lock.py end to end on a few decisions (its numbers are not checked)."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_lock.py"), "--requests", "400"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for row in ("no Lock", "Lock, queued", "Lock, sending"):
+        assert row in proc.stdout
+    assert "; 0 dropped" in proc.stdout
+
+
+def test_bench_otel_runs() -> None:
+    """bench_otel.py end to end on a few blocks (its numbers are not checked)."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_otel.py"),
+            "--rounds",
+            "2",
+            "--block",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for row in ("off", "auto, API loaded, no SDK", "on, no SDK", "SDK: spans + metrics"):
+        assert row in proc.stdout
+
+
+def test_bench_filter_runs_and_its_pages_agree() -> None:
+    """bench_filter on a few hundred rows in SQLite: the filter's first page equals the
+    batch pager's and what_can's (the run asserts it), and every number is there."""
+    pytest.importorskip("sqlglot")
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks.bench_filter import run, table
+    finally:
+        sys.path.remove(str(ROOT))
+    res = run(400, 400, 1, 50, use_pg=False, use_sqlite=True, depth=3)
+    assert [r["user"] for r in res["results"]] == ["most", "few", "none"]
+    assert all(r["peers_checked_same_page"] for r in res["results"])
+    assert res["results"][0]["allowed_on_page"] == 20
+    assert res["results"][2]["allowed_on_page"] == 0
+    assert "filter walk" in table(res)
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "rows"),
+    [
+        (
+            "bench_logs.py",
+            ["--rounds", "2", "--block", "20", "--fill", "100"],
+            ("polang memory", "polang python (keeping handler)", "cedarling memory"),
+        ),
+        (
+            "bench_threads.py",
+            ["--rounds", "1", "--seconds", "0.05"],
+            ("polang memory log", "cedarling logs off", "plain Python work"),
+        ),
+    ],
+)
+def test_bench_logs_and_threads_run(script: str, args: list[str], rows: tuple[str, ...]) -> None:
+    """bench_logs.py and bench_threads.py end to end, briefly, beside cedarling-python (its
+    numbers are not checked, only that every row ran and both engines agree)."""
+    pytest.importorskip("cedarling_python", reason="the bench extra's cedarling-python")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for row in rows:
+        assert row in proc.stdout, proc.stdout

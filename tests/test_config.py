@@ -59,13 +59,14 @@ def test_defaults_match_the_decisions() -> None:
     assert c.log_max_items == 10000
     assert c.decision_log_default_jwt_id == "jti"
     assert c.datalog_backend == "compiled"
+    assert c.otel == "auto"
 
 
 def test_every_property_has_a_field_and_a_key() -> None:
     fields = set(Config._fields)
     assert {p.field for p in PROPERTIES} == fields
     assert all(p.key == "ENGINE_" + p.field.upper() for p in PROPERTIES)
-    assert len(list(known_keys())) == len(PROPERTIES) == 30
+    assert len(list(known_keys())) == len(PROPERTIES) == 48
 
 
 def test_from_dict_parses_every_kind_of_value() -> None:
@@ -222,17 +223,83 @@ def test_unknown_keys_are_errors_with_a_suggestion() -> None:
         Config.from_dict(cast(dict[str, Any], {1: 1}))
 
 
-def test_engine_lock_is_not_supported_yet() -> None:
-    for key, value in [
-        ("ENGINE_LOCK", "enabled"),
-        ("ENGINE_LOCK", True),
-        ("ENGINE_LOCK_SERVER_CONFIGURATION_URI", "https://lock.example"),
-    ]:
-        with pytest.raises(ConfigError, match="not supported yet") as e:
-            Config.from_dict({key: value})
-        assert key in str(e.value)
-    # asking for the feature to be off is harmless
+def test_engine_lock_properties() -> None:
+    """ENGINE_LOCK's properties (docs/lock.md); Cedarling's bootstrap names are read too."""
+    uri = "https://lock.example/.well-known/lock-server-configuration"
+    base = {
+        "ENGINE_LOCK": "enabled",
+        "ENGINE_LOCK_SERVER_CONFIGURATION_URI": uri,
+        "ENGINE_LOCK_SSA_JWT": "a.b.c",
+        "ENGINE_POLICY_STORE_ID": "acme",
+    }
+    c = Config.from_dict(
+        {
+            **base,
+            "ENGINE_LOCK_LOG_INTERVAL": "0.5",
+            "ENGINE_LOCK_HEALTH_INTERVAL": 30,
+            "ENGINE_LOCK_DYNAMIC_CONFIGURATION": "enabled",  # Cedarling's older name
+            "ENGINE_LOCK_TRANSPORT": "REST",
+            "ENGINE_LOCK_ACCEPT_INVALID_CERTS": "disabled",
+            "ENGINE_LOCK_LOG_CHANNEL_CAPACITY": 10,
+            "ENGINE_LOCK_LOG_MAX_RETRIES": 0,
+        }
+    )
+    assert c.lock and c.lock_server_configuration_uri == uri
+    assert (c.lock_log_interval, c.lock_health_interval, c.lock_telemetry_interval) == (
+        0.5,
+        30.0,
+        0.0,
+    )
+    assert c.lock_listen_sse and c.lock_transport == "rest"
+    assert (c.lock_log_channel_capacity, c.lock_log_max_retries) == (10, 0)
+    assert "a.b.c" not in repr(c)  # secrets are not shown
+    # Cedarling's two names of one switch: either turns it on, in any order
+    for first, second in [("enabled", "disabled"), ("disabled", "enabled")]:
+        both = {
+            **base,
+            "ENGINE_LOCK_LISTEN_SSE": first,
+            "ENGINE_LOCK_DYNAMIC_CONFIGURATION": second,
+        }
+        assert Config.from_dict(both).lock_listen_sse
+        both = {
+            **base,
+            "ENGINE_LOCK_DYNAMIC_CONFIGURATION": second,
+            "ENGINE_LOCK_LISTEN_SSE": first,
+        }
+        assert Config.from_dict(both).lock_listen_sse
+    same = {**base, "ENGINE_LOCK_ACCESS_TOKEN": "t", "ENGINE_LOCK_ACCESS_TOKEN_JWT": "t"}
+    assert Config.from_dict(same).lock_access_token == "t"
+    assert Config.from_dict(c.to_dict()) == c
+    # asking for the feature to be off is harmless, and needs nothing else
     assert Config.from_dict({"ENGINE_LOCK": "disabled"}) == Config()
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"ENGINE_LOCK": "enabled"}, "ENGINE_LOCK_SERVER_CONFIGURATION_URI is not set"),
+        ({**base, "ENGINE_LOCK_SSA_JWT": None}, "neither ENGINE_LOCK_SSA_JWT"),
+        ({**base, "ENGINE_POLICY_STORE_ID": None}, "without a store"),
+        (
+            {**base, "ENGINE_LOCK_SERVER_CONFIGURATION_URI": "http://lock.example/x"},
+            "https:// URL",
+        ),
+        ({**base, "ENGINE_LOCK_TRANSPORT": "grpc"}, "'grpc' is not built"),
+        ({**base, "ENGINE_LOCK_ACCEPT_INVALID_CERTS": "enabled"}, "never turns certificate"),
+        ({**base, "ENGINE_LOCK_LOG_CHANNEL_CAPACITY": 0}, "ENGINE_LOCK_LOG_CHANNEL_CAPACITY"),
+        (
+            {**base, "ENGINE_LOCK_LOG_CHANNEL_CAPACITY": 10**6},
+            "MAX_LOCK_CHANNEL_CAPACITY",
+        ),
+        ({**base, "ENGINE_LOCK_LOG_MAX_RETRIES": 32}, "MAX_LOCK_LOG_RETRIES"),
+        ({**base, "ENGINE_LOCK_LOG_INTERVAL": -1}, "ENGINE_LOCK_LOG_INTERVAL"),
+        ({**base, "ENGINE_LOCK_LOG_INTERVAL": "soon"}, "ENGINE_LOCK_LOG_INTERVAL"),
+        ({**base, "ENGINE_LOCK_LISTEN_SSE": "yes"}, "ENGINE_LOCK_LISTEN_SSE"),
+        (
+            {**base, "ENGINE_LOCK_ACCESS_TOKEN": "t", "ENGINE_LOCK_ACCESS_TOKEN_JWT": "u"},
+            "same property with different values",
+        ),
+        ({**base, "ENGINE_LOCK_LOG_INTERVL": 1}, "did you mean ENGINE_LOCK_LOG_INTERVAL"),
+    ]
+    for d, message in bad:
+        with pytest.raises(ConfigError, match=message):
+            Config.from_dict(d)
 
 
 def test_none_means_default() -> None:

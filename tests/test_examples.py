@@ -115,6 +115,9 @@ def test_readme_python_snippet_runs_as_written(monkeypatch: pytest.MonkeyPatch) 
             "org-members-read"
             in engine.explain(ns["action"], ns["resource"], {}, ns["principal"]).render()
         )
+        who: Any = ns["who"]  # answers what its comment says (it once answered nothing)
+        assert [str(p) for p in who.principals] == ['Acme::User::"alice"']
+        assert [e.reasons for e in who.entries] == [("org-members-read",)]
     finally:
         engine.close()
 
@@ -133,3 +136,96 @@ def test_ci_runs_the_readme_test_command_as_written() -> None:
     command = readme_blocks("sh")[1].strip()
     assert command.endswith(".venv/bin/python -m pytest")
     assert command in (REPO / ".ci" / "run").read_text(encoding="utf-8")
+
+
+WEB_ANSWERS = [
+    "200  GET  /health                    no token needed",
+    '401  GET  /documents/plan            no token             Bearer realm="docs"',
+    "200  GET  /documents/plan            docs:read scope      [read-with-scope]",
+    "403  GET  /documents/plan            profile scope only   forbidden",
+    "403  GET  /documents/vault           secret, no MFA       forbidden",
+    "200  GET  /documents/vault           secret, with MFA     [read-with-scope]",
+    "200  POST /documents/plan/comments   partner reviewer     [partner-reviewers-comment]",
+    '401  GET  /documents/plan            expired token        Bearer realm="docs", '
+    'error="invalid_token", error_description="no valid token (expired)"',
+    "404  GET  /documents/nope            no such row          not_found",
+    '401  GET  /documents/plan            not Bearer           Bearer realm="docs"',
+    "200  GET  /documents                 docs:read scope      minutes, plan, handbook",
+    "200  GET  /documents?limit=2         docs:read scope      minutes, plan",
+    "200  GET  /documents                 secret, with MFA     "
+    "vault, minutes, plan, audit, handbook",
+    "200  GET  /documents                 profile scope only   (none)",
+    '401  GET  /documents                 no token             Bearer realm="docs"',
+    "all  GET  /documents/<id>            docs:read scope      "
+    "plan 200, vault 403, handbook 200, audit 403, minutes 200",
+    "all  GET  /documents/<id>            secret, with MFA     "
+    "plan 200, vault 200, handbook 200, audit 200, minutes 200",
+    "all  GET  /documents/<id>            profile scope only   "
+    "plan 403, vault 403, handbook 403, audit 403, minutes 403",
+]
+
+
+def check_lists_against_rows(lines: list[str], rows: dict[str, dict[str, Any]]) -> None:
+    """Each caller's list (``GET /documents``) is, row for row, the rows the single-document
+    endpoint allows that caller, newest first (a page of ``limit`` is its beginning)."""
+    newest = sorted(sorted(rows), key=lambda i: rows[i]["created"], reverse=True)  # then by id
+    allowed: dict[str, set[str]] = {}
+    lists: list[tuple[str, int | None, list[str]]] = []
+    for line in lines:
+        what, rest = line[37:57].strip(), line[58:]
+        if line.startswith("all  GET  /documents/<id> "):
+            answers = dict(pair.split(" ") for pair in rest.split(", "))
+            assert sorted(answers) == sorted(rows)
+            allowed[what] = {i for i, status in answers.items() if status == "200"}
+        elif m := re.match(r"200  GET  /documents(?:\?limit=(\d+))? ", line):
+            ids = [] if rest == "(none)" else rest.split(", ")
+            lists.append((what, int(m.group(1)) if m.group(1) else None, ids))
+    assert len(allowed) == 3 and len(lists) == 4
+    assert len({frozenset(a) for a in allowed.values()}) == 3  # three callers, three rights
+    for what, limit, ids in lists:
+        assert ids == [i for i in newest if i in allowed[what]][:limit], what
+
+
+@pytest.mark.parametrize(
+    ("app", "server"),
+    [("fastapi_app", "uvicorn"), ("flask_app", "werkzeug"), ("django_app", "wsgiref")],
+)
+def test_web_framework_examples(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, app: str, server: str
+) -> None:
+    """Each framework example serves its app on loopback and answers real requests with
+    multi-issuer tokens from the loopback providers: the same answers in all three. Its
+    list endpoint lists, for three callers, exactly the rows its single-document endpoint
+    lets each read."""
+    lines = run_example(EXAMPLES / app / "app.py", cwd=tmp_path)
+    assert re.fullmatch(rf"serving on http://127\.0\.0\.1:\d+ \({server}\)", lines[0]), lines[0]
+    assert lines[1:] == WEB_ANSWERS
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    from web_demo import ROWS  # the example's table, as it created it
+
+    check_lists_against_rows(lines[1:], ROWS)
+
+
+def test_web_list_page_size_takes_any_query_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The web examples' ``?limit=``: absent or not a number is the default page, a number
+    is clamped to 1..MAX_PAGE, never a crash (``int`` of a huge or non-ASCII digit string)."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    from web_demo import MAX_PAGE, PAGE, page_size
+
+    cases = {None: PAGE, "": PAGE, "7": 7, "0": 1, "1000": MAX_PAGE, "9" * 5000: MAX_PAGE}
+    cases |= {"-1": PAGE, "²": PAGE, "١٢": PAGE, "2 ": PAGE, "1e3": PAGE, "0x10": PAGE}
+    assert {raw: page_size(raw) for raw in cases} == cases
+
+
+def test_lock_example(tmp_path: Path) -> None:
+    """examples/lock/fleet.py: an engine whose store and audit live on a Lock server."""
+    lines = run_example(EXAMPLES / "lock" / "fleet.py", cwd=tmp_path)
+    assert lines[1] == "store acme-docs version 1.2.0, fetched by id"
+    assert lines[2] == "registered as 'polang documents-api': client-1"
+    assert lines[3:5] == ["ALLOW  alice reads the roadmap", "DENY   alice edits the roadmap"]
+    assert "events handled: {'CONFIG_UPDATE': 1, 'FORCE_REPORT': 1}" in lines
+    assert (
+        'lock got a decision: DENY Acme::Action::"edit" on Acme::Document::"roadmap" by '
+        'Acme::User::"alice"'
+    ) in lines
+    assert "lock got telemetry: 2 decisions counted" in lines

@@ -414,3 +414,114 @@ def test_each_address_of_a_name_is_tried(
     resolver["none.test"] = ["127.0.0.2"]
     err = fails(fetcher(), url.replace("two.test", "none.test"), https_only=False)
     assert "none.test" in str(err)
+
+
+# ---------------------------------------------------------------- requests with credentials
+# (the Lock client: POSTs, bearer tokens, the event stream)
+
+
+def test_a_post_with_credentials(
+    serve: Callable[..., OidcProvider], fetcher: Callable[..., Fetcher]
+) -> None:
+    p = serve()
+    seen: list[tuple[str, str, bytes]] = []
+
+    def echo(h: BaseHTTPRequestHandler) -> None:
+        n = int(h.headers.get("Content-Length") or 0)
+        seen.append((h.command, h.headers.get("Authorization", ""), h.rfile.read(n)))
+        send(h, 201, b'{"ok": true}', ctype="application/json")
+
+    p.routes["/bulk"] = echo
+    r = fetcher().request(
+        "POST", p.url("/bulk"), headers={"Authorization": "Bearer t"}, body=b"[1]"
+    )
+    assert (r.status, r.json()) == (201, {"ok": True})
+    assert seen == [("POST", "Bearer t", b"[1]")]
+    p.routes["/bulk"] = status(401)
+    e = fails_request(fetcher(), "POST", p.url("/bulk"))
+    assert e.status == 401 and "401" in str(e)
+
+
+def fails_request(f: Fetcher, method: str, url: str, **kw: object) -> FetchError:
+    with pytest.raises(FetchError) as e:
+        f.request(method, url, **kw)  # type: ignore[arg-type]
+    return e.value
+
+
+def test_a_post_follows_no_redirect_and_credentials_keep_their_origin(
+    serve: Callable[..., OidcProvider], fetcher: Callable[..., Fetcher]
+) -> None:
+    p = serve()
+    p.routes["/moved"] = redirect("/here", 307)
+    p.routes["/here"] = body(b"{}")
+    e = fails_request(fetcher(), "POST", p.url("/moved"), body=b"[]")
+    assert "a POST follows no redirect" in str(e) and e.status == 307
+    # the same origin: followed, with the header; another (by name): refused
+    r = fetcher().request("GET", p.url("/moved"), headers={"Authorization": "Bearer t"})
+    assert r.final_url == p.url("/here")
+    p.routes["/away"] = redirect(f"https://127.0.0.1:{p.port}/here")
+    e = fails_request(fetcher(), "GET", p.url("/away"), headers={"Authorization": "Bearer t"})
+    assert "credentials stay with their origin" in str(e)
+    assert fetcher().get(p.url("/away")).final_url.endswith("/here")  # no credentials: fine
+
+
+def test_a_shared_deadline_ends_a_request_sooner(
+    serve: Callable[..., OidcProvider], fetcher: Callable[..., Fetcher]
+) -> None:
+    p = serve()
+    release = threading.Event()
+    p.routes["/slow"] = blocked(release, body(b"{}"))
+    try:
+        e = fails_request(
+            fetcher(timeout=30), "GET", p.url("/slow"), deadline=time.monotonic() + 0.3
+        )
+        assert "timed out" in str(e)
+    finally:
+        release.set()
+
+
+def test_a_stream_hands_over_chunks_and_can_be_aborted(
+    serve: Callable[..., OidcProvider], fetcher: Callable[..., Fetcher]
+) -> None:
+    p = serve()
+    gate = threading.Event()
+
+    def stream(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        h.wfile.write(b"data: one\n\n")
+        h.wfile.flush()
+        gate.wait(10)  # then silence
+        h.close_connection = True
+
+    p.routes["/sse"] = stream
+    f = fetcher()
+    # silence past the idle limit ends the stream, naming the limit
+    silent = pytest.raises(FetchError, match=r"silent for 0.3 s \(SSE_TEST_LIMIT\)")
+    with silent, f.stream(p.url("/sse"), idle_timeout=0.3, idle_name="SSE_TEST_LIMIT") as s:
+        chunks = iter(s)
+        assert next(chunks) == b"data: one\n\n"
+        next(chunks)
+    # abort() from another thread ends a read that waits (the stream ends, or breaks)
+    with f.stream(p.url("/sse"), idle_timeout=30) as s:
+        chunks = iter(s)
+        next(chunks)
+        threading.Timer(0.1, s.abort).start()
+        try:
+            rest = list(chunks)
+        except FetchError as e:
+            assert "the stream broke" in str(e)
+        else:
+            assert rest == []
+    gate.set()
+    p.routes["/denied"] = status(401)
+    with pytest.raises(FetchError) as e, f.stream(p.url("/denied"), idle_timeout=1):
+        pass
+    assert e.value.status == 401
+    with (
+        pytest.raises(FetchError, match="only https"),
+        f.stream(p.url("/sse").replace("https", "http"), idle_timeout=1),
+    ):
+        pass

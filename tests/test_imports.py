@@ -47,6 +47,11 @@ NOT_FOR_A_FIRST_DECISION = (
     "inspect",
     "logging",
     "difflib",
+    # OpenTelemetry (polang[otel], installed here): ENGINE_OTEL=auto never imports it; it
+    # reports once the application's SDK has (tests/test_telemetry.py)
+    "opentelemetry.trace",
+    "opentelemetry.metrics",
+    "opentelemetry.context",
 )
 """Modules a first decision on a directory store without issuers never imports: each is
 imported by the call that needs it (``benchmarks/bench_coldstart.py`` measures the time)."""
@@ -147,6 +152,19 @@ def test_logging_comes_in_for_the_python_log_type_only(
     assert code != FIRST_DECISION
     modules = modules_after(code, str(write_store(tmp_path)))
     assert ("logging" in modules) is imports_logging
+
+
+@pytest.mark.parametrize(("otel", "imports_it"), [("auto", False), ("off", False), ("on", True)])
+def test_opentelemetry_comes_in_for_engine_otel_on_only(
+    tmp_path: Path, otel: str, imports_it: bool
+) -> None:
+    """With the API installed (it is, here) and no SDK set, ``auto`` loads nothing of it:
+    at most the empty ``opentelemetry`` namespace package, looked up to find the API."""
+    code = FIRST_DECISION.replace("sys.argv[1]}", f"sys.argv[1], 'ENGINE_OTEL': {otel!r}}}")
+    assert code != FIRST_DECISION
+    modules = modules_after(code, str(write_store(tmp_path)))
+    loaded_otel = sorted(m for m in modules if m.split(".")[0] == "opentelemetry")
+    assert (loaded_otel not in ([], ["opentelemetry"])) is imports_it, loaded_otel
 
 
 def test_lark_comes_in_for_a_syntax_errors_message_only() -> None:

@@ -1014,10 +1014,10 @@ def test_uuid7_draws_random_bytes_in_pools_and_refills_after_a_fork(
     ids = [gen() for _ in range(200)] + gen.many(50)
     assert len(set(ids)) == 250 and ids == sorted(ids)
     assert len(draws) <= 2  # 200 new milliseconds: each id takes a counter seed and a tail
-    before, parent = len(draws), gen._pool
+    before, parent = len(draws), gen._tails
     monkeypatch.setattr(logs_mod, "_FORKS", [logs_mod._FORKS[0] + 1])  # as after a fork
     gen()
-    assert len(draws) == before + 1 and gen._pool is not parent
+    assert len(draws) == before + 1 and gen._tails is not parent
     gen()
     assert len(draws) == before + 1  # the child's own pool serves its next ids
 
@@ -1042,21 +1042,22 @@ def test_uuid7_forked_child_draws_its_own_pool() -> None:
     assert child[24:] != parent[24:]  # but not the same random tail
 
 
-def test_uuid7_default_layout_ids_equal_the_general_formatting() -> None:
-    """With the default 42 counter bits an id is assembled from kept text (millisecond,
-    counter's high bits) and hex digits; it must be the id the general layout gives for
-    the same (ms, counter, tail), across counter carries past 16 bits and new
-    milliseconds."""
-    ms = iter([9] * 70_000 + list(range(10, 400)))
-    gen = UUIDv7Generator(clock_ms=lambda: next(ms))
-    last = ""
-    for _ in range(70_000 + 380):
-        s = gen()
-        expected = gen._suffix(gen._new_prefix(gen._last_ms), gen._counter, int(s[-8:], 16))
-        assert s == expected and s > last
-        last = s
-    batch = gen.many(5)
-    assert batch == sorted(batch) and batch[0] > last
+def test_uuid7_default_layout_is_the_rfc_layout_and_carries_into_the_millisecond() -> None:
+    """The default layout's text is the UUID built field by field (48-bit ms, version,
+    the 42-bit counter split over rand_a and rand_b, the 32-bit tail), and a counter that
+    passes 42 bits carries into the millisecond: ids never go backwards."""
+    gen = UUIDv7Generator(clock_ms=lambda: 9)
+    gen._start = (1 << 42) - 3
+    ids = [gen() for _ in range(6)]
+    assert ids == sorted(ids) and len(set(ids)) == 6
+    stamps = [uuid.UUID(i).int >> 80 for i in ids]
+    assert stamps == [9, 9, 9, 10, 10, 10]
+    for k, s in enumerate(ids):
+        u = uuid.UUID(s)
+        counter = ((1 << 42) - 3 + k) & ((1 << 42) - 1)
+        rand = counter << 32 | u.int & 0xFFFF_FFFF
+        want = stamps[k] << 80 | 7 << 76 | (rand >> 62) << 64 | 0b10 << 62 | rand & (2**62 - 1)
+        assert u.int == want and str(u) == s
 
 
 def test_uuid7_batches_are_ids_in_order_across_counter_carries() -> None:
@@ -1117,23 +1118,17 @@ def test_reserved_ids_interleave_in_order_with_text_ids(counter_bits: int) -> No
 @pytest.mark.parametrize("room", [0, 1, 2, 5, 40])
 def test_reserve_many_numbers_ids_as_reserve_calls_do(room: int) -> None:
     """A batch's ids take the clock and counter that as many ``reserve`` calls would,
-    also when the counter overflows inside the batch (``room`` ids before it does)."""
+    also when the counter passes 42 bits inside the batch (``room`` ids before it does)."""
     for n in range(2, 9):
         one, many = (UUIDv7Generator(clock_ms=lambda: 77) for _ in range(2))
         for gen in (one, many):
+            gen._start = (1 << 42) - 1 - room
             gen.reserve()
-            gen._counter = (1 << 42) - 1 - room
         singles = [one.reserve() for _ in range(n)]
         batch = many.reserve_many(n)
-        # the same milliseconds; the same counters up to an overflow (a new random start)
-        assert [b >> 74 for b in batch] == [b >> 74 for b in singles], n
-        same = min(room, n)
-        assert [b >> 32 for b in batch[:same]] == [b >> 32 for b in singles[:same]], n
+        assert [b >> 32 for b in batch] == [b >> 32 for b in singles], n
         assert batch == sorted(batch) and len(set(batch)) == n
-        if room >= n:
-            assert (one._last_ms, one._counter) == (many._last_ms, many._counter)
-        else:
-            assert many._last_ms == 78
+        assert (batch[-1] >> 74) == (77 if room >= n else 78)
 
 
 def test_reserved_ids_draw_fresh_random_tails_after_a_fork(
@@ -1144,13 +1139,12 @@ def test_reserved_ids_draw_fresh_random_tails_after_a_fork(
     import polang.logs as logs_mod
 
     gen = UUIDv7Generator(clock_ms=lambda: 5)
-    gen.reserve()
+    first = gen.reserve()
     parent_tails = gen._tails
-    state = (gen._last_ms, gen._counter)
     monkeypatch.setattr(logs_mod, "_FORKS", [logs_mod._FORKS[0] + 1])  # as after a fork
     child = gen.reserve()
-    assert gen._tails is not parent_tails and child & 0xFFFF_FFFF == gen._tails[0]
-    assert child >> 32 == (state[0] << 42 | state[1] + 1)
+    assert gen._tails is not parent_tails and child & 0xFFFF_FFFF not in parent_tails
+    assert child >> 32 == (first >> 32) + 1  # the same millisecond, the next counter
     batch = gen.reserve_many(3)
     assert gen._tails is not parent_tails and batch == sorted(batch)
 
@@ -1182,3 +1176,207 @@ def test_reserved_ids_from_threads_are_unique() -> None:
     assert len(set(flat)) == len(flat) == 4 * 1200
     for per in bits:
         assert per == sorted(per)  # one thread's ids in its drawing order
+
+
+# --------------------------------------------------------------------------- the engine's records
+
+
+class _LogId:
+    def __init__(self, mapping: str, index: int, claim: str, value: object) -> None:
+        self.mapping, self.index, self.claim, self.value = mapping, index, claim, value
+
+
+class _Dropped:
+    def __init__(self, mapping: str, index: int, message: str) -> None:
+        self.mapping, self.index, self.message = mapping, index, message
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mapping": self.mapping,
+            "index": self.index,
+            "reason": {"kind": "expired", "message": self.message},
+        }
+
+
+class _Uid:
+    """Stands for an EntityUID: written with ``str``."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@pytest.mark.parametrize("log_type", ["memory", "std_out", "python"])
+@pytest.mark.parametrize("reserved", [True, False])
+def test_an_engine_record_is_the_entry_decision_writes(
+    log_type: str, reserved: bool, caplog: pytest.LogCaptureFixture, capsys: Any
+) -> None:
+    """``Logger.decided`` (the engine's call: a record kept, its entry built when read)
+    writes the entry ``Logger.decision`` writes for the same values: every field, in
+    order, tokens redacted, in every log type."""
+    caplog.set_level(logging.INFO, logger="polang")
+    clock = FakeClock()
+    token = make_jwt(jti="t-1")
+    rid_bits = reserve_uuid7()
+    rid: str | int = rid_bits if reserved else uuid7_text(rid_bits)
+    values = {
+        "principal": f'Jans::User::"{token}"',
+        "action": ACTION,
+        "resource": RESOURCE,
+        "reason": ["p1", "p2"],
+        "errors": [{"policy_id": "p3", "error": f"bad {token}"}],
+        "dropped": [_Dropped("Jans::Id_token", 1, f"token {token} expired")],
+        "log_ids": [_LogId("Jans::Access_token", 0, "jti", "t-1"), _LogId("X", 2, "sub", "s")],
+    }
+    ids = iter(["pdp-1", "id-a", "id-b"])
+    logger = make_logger(log_type, clock=clock, id_generator=lambda: next(ids))
+    expected = logger.decision(
+        request_id=uuid7_text(rid_bits),
+        decision=False,
+        action=values["action"],
+        resource=values["resource"],
+        principal=values["principal"],
+        reason=values["reason"],
+        errors=values["errors"],
+        tokens={"Jans::Access_token#0": {"jti": "t-1"}, "X#2": {"sub": "s"}},
+        dropped_tokens=[d.to_dict() for d in values["dropped"]],  # type: ignore[attr-defined]
+        decision_time_micro_sec=41.6,
+        policystore_id="s1",
+        policystore_version="1.0.0",
+    )
+    logger.decided(
+        rid,
+        False,
+        _Uid(values["action"]),  # type: ignore[arg-type]
+        _Uid(values["resource"]),  # type: ignore[arg-type]
+        _Uid(values["principal"]),  # type: ignore[arg-type]
+        values["reason"],  # type: ignore[arg-type]
+        values["errors"],  # type: ignore[arg-type]
+        values["log_ids"],  # type: ignore[arg-type]
+        values["dropped"],  # type: ignore[arg-type]
+        42,
+        "s1",
+        "1.0.0",
+    )
+    assert expected is not None
+    if log_type == "memory":
+        first, got = logger.pop_logs()
+    elif log_type == "std_out":
+        first, got = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    else:
+        records = [r for r in caplog.records if r.name == "polang"]
+        first, got = (r.polang for r in records)  # type: ignore[attr-defined]
+        assert all(json.loads(r.getMessage()) == r.polang for r in records)  # type: ignore[attr-defined]
+        assert {(r.funcName, Path(r.pathname).name) for r in records} == {("_write", "logs.py")}
+    assert first == expected
+    assert list(got) == list(expected)  # the same fields in the same order
+    assert got == {**expected, "id": "id-b"}
+    assert token not in json.dumps(got) and REDACTED_TOKEN in got["principal"]
+
+
+def test_an_engine_record_keeps_its_values_not_the_callers_lists() -> None:
+    """The record copies the lists the caller's result shares: changing them after the
+    decision does not change the entry."""
+    logger = make_logger()
+    reasons, errors = ["p1"], [{"policy_id": "p2", "error": "e"}]
+    logger.decided(
+        uuid7(), True, ACTION, RESOURCE, None, reasons, errors, None, None, 1, None, None
+    )
+    reasons.append("late")
+    errors[0]["error"] = "changed"
+    errors.append({"policy_id": "p9", "error": "x"})
+    (entry,) = logger.pop_logs()
+    assert entry["diagnostics"] == {"reason": ["p1"], "errors": [{"policy_id": "p2", "error": "e"}]}
+
+
+def test_memory_log_finds_records_kept_as_bits_by_their_text() -> None:
+    logger = make_logger(level="INFO")
+    rid = reserve_uuid7()
+    logger.decided(rid, True, ACTION, RESOURCE, None, [], [], None, None, 1, None, None)
+    logger.system("INFO", "about it", request_id=uuid7_text(rid))
+    (log_id,) = [
+        i for i in logger.get_log_ids() if logger.get_log_by_id(i)["log_kind"] == "Decision"
+    ]  # type: ignore[index]
+    assert UUID_RE.match(log_id)
+    entry = logger.get_log_by_id(log_id)
+    assert entry is not None and entry["request_id"] == uuid7_text(rid)
+    by_request = logger.get_logs_by_request_id(uuid7_text(rid))
+    assert [e["log_kind"] for e in by_request] == ["Decision", "System"]
+    for other in (log_id.upper(), log_id[:-1] + "g", "x" * 36, log_id + " ", "", 7):
+        assert logger.get_log_by_id(other) is None  # type: ignore[arg-type]
+        assert logger.get_logs_by_request_id(other) == []  # type: ignore[arg-type]
+    assert logger.get_logs_by_tag("decision") == [entry]
+
+
+def test_memory_log_stays_bounded_without_readers() -> None:
+    """Writers trim in bursts: with nobody reading, the log holds at most ``MEMORY_LOG_TRIM_SLACK``
+    entries more than ``max_items``; expired entries go too (a second past expiry)."""
+    clock = FakeClock()
+    logger = make_logger(max_items=10, ttl=5, clock=clock)
+    memory = logger.memory
+    assert memory is not None
+    for _ in range(5_000):
+        logger.decided(uuid7(), True, ACTION, RESOURCE, None, [], [], None, None, 1, None, None)
+    assert len(memory._items) <= 10 + logs_module.MEMORY_LOG_TRIM_SLACK + 1
+    assert len(logger.get_log_ids()) == 10
+    unlimited = make_logger(max_items=0, ttl=5, clock=clock)
+    for _ in range(3_000):
+        clock.advance(0.01)  # 100 entries a second, 5 seconds each
+        unlimited.decided(uuid7(), True, ACTION, RESOURCE, None, [], [], None, None, 1, None, None)
+    assert unlimited.memory is not None and len(unlimited.memory._items) <= 700
+    assert 499 <= len(unlimited.get_log_ids()) <= 501  # the last 5 s (float steps)
+
+
+def test_metric_samples_are_folded_in_bounded_batches() -> None:
+    metrics = MetricsCollector()
+    for n in range(10_000):
+        metrics.decision(n % 3 != 0, n % 5 == 0, 0, n)
+        metrics.increment("other")
+    assert len(metrics._queue) < logs_module.METRICS_FOLD_AT
+    counters, _, timings = metrics.snapshot()
+    assert counters == {
+        "authorize_calls": 10_000,
+        "allow": 6_666,
+        "deny": 3_334,
+        "policy_errors": 2_000,
+        "other": 10_000,
+    }
+    assert timings["decision_time_micro_sec"] == {
+        "count": 10_000,
+        "total": sum(range(10_000)),
+        "min": 0,
+        "max": 9_999,
+    }
+    assert metrics.snapshot()[2] == {}  # timings restart
+
+
+def test_memory_log_readers_run_while_writers_append() -> None:
+    """Readers copy the queue in one step: writers appending meanwhile never break a
+    read (a loop over the queue itself failed with "deque mutated during iteration")."""
+    logger = make_logger(max_items=5_000)
+    for _ in range(5_000):
+        logger.decided(uuid7(), True, ACTION, RESOURCE, None, [], [], None, None, 1, None, None)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        while not stop.is_set():
+            logger.decided(uuid7(), True, ACTION, RESOURCE, None, [], [], None, None, 1, None, None)
+
+    writers = [threading.Thread(target=write) for _ in range(2)]
+    for t in writers:
+        t.start()
+    try:
+        for _ in range(5):
+            try:
+                logger.get_log_ids()
+                logger.get_logs_by_request_id("none")
+            except RuntimeError as exc:  # pragma: no cover - the failure this guards
+                errors.append(exc)
+    finally:
+        stop.set()
+        for t in writers:
+            t.join()
+    assert not errors

@@ -82,7 +82,14 @@ def test_lowest_constraints_pin_every_direct_dependency_at_its_lower_bound() -> 
     bounds = {}
     project = pyproject()["project"]
     extras = project["optional-dependencies"]
-    for req in [*project["dependencies"], *extras["duckdb"], *extras["spark"]]:
+    web = [*extras["fastapi"], *extras["flask"], *extras["django"]]
+    servers = [r for r in extras["test"] if _name(r) == "uvicorn"]  # the integrations' tests
+    # polang.filtering's extra and the database drivers of its tests
+    drivers = [r for r in extras["test"] if _name(r) in ("psycopg", "pymysql")]
+    web += [*extras["filtering"], *extras["sqlalchemy"], *drivers]
+    # polang[otel] and the SDK its tests export with
+    web += [*extras["otel"], *(r for r in extras["test"] if _name(r) == "opentelemetry-sdk")]
+    for req in [*project["dependencies"], *extras["duckdb"], *extras["spark"], *web, *servers]:
         m = re.search(r">=\s*([0-9][^,;\s]*)", req)
         assert m, f"{req}: every dependency has a lower bound"
         bounds[_name(req)] = m.group(1)

@@ -16,7 +16,11 @@ from polang._lazy import lazy_exports
 from polang._version import __version__
 from polang.errors import (
     ConfigError,
+    DataError,
     EntityError,
+    FilterRefused,
+    LockError,
+    MappingError,
     PolangError,
     PolicyParseError,
     PolicyStoreError,
@@ -37,11 +41,13 @@ if TYPE_CHECKING:
         Response,
         init_from_archive_bytes,
     )
+    from polang.engine.aio import AsyncEngine
     from polang.store.source import PolicyStoreSource, load_policy_store_archive_bytes
     from polang.tokens.model import DroppedToken, TokenInput
 
 _LAZY: dict[str, str] = {
     "Config": "polang.config",
+    "AsyncEngine": "polang.engine.aio",
     "AuthorizeResult": "polang.engine",
     "BatchItemError": "polang.engine",
     "BatchResult": "polang.engine",
@@ -60,15 +66,20 @@ __getattr__, __dir__ = lazy_exports(globals(), _LAZY)
 
 
 __all__ = [
+    "AsyncEngine",
     "AuthorizeResult",
     "BatchItemError",
     "BatchResult",
     "Config",
     "ConfigError",
+    "DataError",
     "Diagnostics",
     "DroppedToken",
     "Engine",
     "EntityError",
+    "FilterRefused",
+    "LockError",
+    "MappingError",
     "PolangError",
     "PolicyParseError",
     "PolicyStoreError",

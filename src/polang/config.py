@@ -14,11 +14,12 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from polang._record import Record
 from polang.errors import ConfigError
+from polang.inputs.fields import closest
 from polang.inputs.files import InputFileError, read_regular_file
 from polang.inputs.problems import Problems
 from polang.inputs.strict import load_yaml
@@ -47,6 +48,7 @@ ASYMMETRIC_ALGORITHMS: tuple[str, ...] = tuple(a for a in ALL_ALGORITHMS if not 
 LOG_TYPES: tuple[str, ...] = ("off", "memory", "std_out", "python")
 LOG_LEVELS: tuple[str, ...] = ("FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE")
 DATALOG_BACKENDS: tuple[str, ...] = ("compiled", "pydatalog")
+OTEL_MODES: tuple[str, ...] = ("auto", "on", "off")
 
 #: The keys that name where the policy store comes from (at most one may be set).
 STORE_SOURCE_KEYS: tuple[str, ...] = (
@@ -55,7 +57,20 @@ STORE_SOURCE_KEYS: tuple[str, ...] = (
     "ENGINE_POLICY_STORE_LOCAL",
 )
 
-_UNSUPPORTED_PREFIX = "ENGINE_LOCK"
+#: Cedarling's other names of some ``ENGINE_LOCK_*`` properties (its bootstrap files, renamed
+#: from ``CEDARLING_`` to ``ENGINE_``, are read as they are): alias -> property.
+ALIASES: dict[str, str] = {
+    "ENGINE_LOCK_ACCESS_TOKEN_JWT": "ENGINE_LOCK_ACCESS_TOKEN",
+    "ENGINE_LOCK_DYNAMIC_CONFIGURATION": "ENGINE_LOCK_LISTEN_SSE",
+}
+
+MAX_LOCK_CHANNEL_CAPACITY = 100_000
+"""The most audit entries ``ENGINE_LOCK_LOG_CHANNEL_CAPACITY`` may queue per kind (an
+entry is about a kilobyte: the queues stay within a few hundred MiB whatever the Lock
+does)."""
+
+MAX_LOCK_LOG_RETRIES = 31
+"""The most retries ``ENGINE_LOCK_LOG_MAX_RETRIES`` allows (Cedarling's bound too)."""
 
 
 # ---------------------------------------------------------------- value parsers
@@ -109,6 +124,33 @@ def _optional_url(key: str, value: object) -> str | None:
         if parts.scheme.lower() in ("http", "https") and parts.hostname:
             return value.strip()
     raise _fail(key, value, "an absolute http:// or https:// URL with a host")
+
+
+def _optional_https_url(key: str, value: object) -> str | None:
+    url = _optional_url(key, value)
+    if url is not None and urlsplit(url).scheme.lower() != "https":
+        raise _fail(key, value, "an absolute https:// URL with a host")
+    return url
+
+
+def _lock_transport(key: str, value: object) -> str:
+    if isinstance(value, str) and value.strip().lower() == "rest":
+        return "rest"
+    if isinstance(value, str) and value.strip().lower() == "grpc":
+        raise ConfigError(
+            f"{key}: 'grpc' is not built in polang (the Lock's REST endpoints carry the same "
+            "entries); allowed: rest"
+        )
+    raise _fail(key, value, "rest")
+
+
+def _never_enabled(key: str, value: object) -> bool:
+    if _toggle(key, value):
+        raise ConfigError(
+            f"{key}: polang never turns certificate checks off; trust a private CA with "
+            "SSL_CERT_FILE or the ssl_context given to Engine(...); allowed: disabled"
+        )
+    return False
 
 
 _INT_RE = re.compile(r"\s*\+?\d+(_\d+)*\s*\Z", re.ASCII)
@@ -193,6 +235,20 @@ def _count(minimum: int = 0, what: str = "a count") -> Callable[[str, object], i
     return parse
 
 
+def _bounded_count(
+    minimum: int, maximum: int, what: str, name: str
+) -> Callable[[str, object], int]:
+    inner = _count(minimum, what)
+
+    def parse(key: str, value: object) -> int:
+        n = inner(key, value)
+        if n > maximum:
+            raise _fail(key, value, f"{what} (at most {maximum:,}: {name})")
+        return n
+
+    return parse
+
+
 def _choice(
     choices: tuple[str, ...], *, upper: bool = False, aliases: Mapping[str, str] | None = None
 ) -> Callable[[str, object], str]:
@@ -224,11 +280,9 @@ def _algorithms(key: str, value: object) -> tuple[str, ...]:
                 if item.strip().lower() == "none":
                     hint = " ('none' is never a valid signature algorithm)"
                 else:
-                    import difflib  # on a mistake only (start-up time)
-
-                    close = difflib.get_close_matches(item, ALL_ALGORITHMS, n=1, cutoff=0.5)
-                    if close:
-                        hint = f" (did you mean {close[0]}?)"
+                    near = closest(item, ALL_ALGORITHMS, cutoff=0.5)
+                    if near:
+                        hint = f" (did you mean {near}?)"
             raise ConfigError(
                 f"{key}: invalid algorithm {item!r} in {value!r}{hint}; allowed: {allowed}"
             )
@@ -467,11 +521,139 @@ PROPERTIES: tuple[Property, ...] = (
         "Claim shown for each token in decision logs.",
     ),
     Property(
+        "ENGINE_DATA_STORE_MAX_ENTRIES",
+        "data_store_max_entries",
+        _count(0, "a number of entries"),
+        "a whole number >= 0 (0 = no limit)",
+        "Most entries the context data (push_data) holds at once.",
+    ),
+    Property(
+        "ENGINE_DATA_STORE_MAX_ENTRY_SIZE",
+        "data_store_max_entry_size",
+        _count(0, "bytes"),
+        "a whole number of bytes >= 0 (0 = no limit)",
+        "Largest context data value, counted as its UTF-8 JSON text.",
+    ),
+    Property(
+        "ENGINE_DATA_STORE_DEFAULT_TTL",
+        "data_store_default_ttl",
+        _optional_seconds(0.001),
+        "seconds > 0; unset = entries pushed without a ttl never expire",
+        "How long a context data entry pushed without a ttl lives.",
+    ),
+    Property(
+        "ENGINE_DATA_STORE_MAX_TTL",
+        "data_store_max_ttl",
+        _seconds(0),
+        "seconds >= 0 (0 = no cap)",
+        "Longest ttl push_data accepts.",
+    ),
+    Property(
+        "ENGINE_OTEL",
+        "otel",
+        _choice(OTEL_MODES),
+        ", ".join(OTEL_MODES),
+        "OpenTelemetry spans and metrics: auto (once the application sets an SDK), on, off.",
+    ),
+    Property(
         "ENGINE_DATALOG_BACKEND",
         "datalog_backend",
         _choice(DATALOG_BACKENDS),
         ", ".join(DATALOG_BACKENDS),
         "Which Datalog backend decides requests.",
+    ),
+    Property(
+        "ENGINE_LOCK",
+        "lock",
+        _toggle,
+        "enabled, disabled",
+        "Connect to a Janssen Lock server: the store by id, audit, pushed updates (docs/lock.md).",
+    ),
+    Property(
+        "ENGINE_LOCK_SERVER_CONFIGURATION_URI",
+        "lock_server_configuration_uri",
+        _optional_https_url,
+        "an https URL (.../.well-known/lock-server-configuration)",
+        "The Lock server's configuration document.",
+    ),
+    Property(
+        "ENGINE_LOCK_SSA_JWT",
+        "lock_ssa_jwt",
+        _optional_string,
+        "a software statement (a signed JWT)",
+        "Registers the engine as a client of the Lock's OpenID provider.",
+    ),
+    Property(
+        "ENGINE_LOCK_ACCESS_TOKEN",
+        "lock_access_token",
+        _optional_string,
+        "an access token for the Lock (replaces registration)",
+        "A bearer token given directly; Cedarling's ENGINE_LOCK_ACCESS_TOKEN_JWT is read too.",
+    ),
+    Property(
+        "ENGINE_LOCK_LOG_INTERVAL",
+        "lock_log_interval",
+        _seconds(0),
+        "seconds >= 0 (0 = off)",
+        "How often queued decision logs are sent to the Lock.",
+    ),
+    Property(
+        "ENGINE_LOCK_HEALTH_INTERVAL",
+        "lock_health_interval",
+        _seconds(0),
+        "seconds >= 0 (0 = off)",
+        "How often a health entry is sent to the Lock.",
+    ),
+    Property(
+        "ENGINE_LOCK_TELEMETRY_INTERVAL",
+        "lock_telemetry_interval",
+        _seconds(0),
+        "seconds >= 0 (0 = off)",
+        "How often a telemetry entry is sent to the Lock.",
+    ),
+    Property(
+        "ENGINE_LOCK_LISTEN_SSE",
+        "lock_listen_sse",
+        _toggle,
+        "enabled, disabled",
+        "Listen to the Lock's server-sent events (status lists, store updates, reports).",
+    ),
+    Property(
+        "ENGINE_LOCK_TRANSPORT",
+        "lock_transport",
+        _lock_transport,
+        "rest",
+        "How audit entries travel (REST; gRPC is not built).",
+    ),
+    Property(
+        "ENGINE_LOCK_ACCEPT_INVALID_CERTS",
+        "lock_accept_invalid_certs",
+        _never_enabled,
+        "disabled",
+        "Cedarling's switch to skip certificate checks: only 'disabled' is accepted.",
+    ),
+    Property(
+        "ENGINE_LOCK_LOG_CHANNEL_CAPACITY",
+        "lock_log_channel_capacity",
+        _bounded_count(
+            1, MAX_LOCK_CHANNEL_CAPACITY, "a number of entries", "MAX_LOCK_CHANNEL_CAPACITY"
+        ),
+        "a whole number >= 1",
+        "Most entries each audit queue holds; when full, the oldest are dropped and counted.",
+    ),
+    Property(
+        "ENGINE_LOCK_LOG_MAX_RETRIES",
+        "lock_log_max_retries",
+        _bounded_count(0, MAX_LOCK_LOG_RETRIES, "a number of retries", "MAX_LOCK_LOG_RETRIES"),
+        "a whole number >= 0",
+        "Retries of an audit batch the Lock did not take, with backoff; then it is dropped.",
+    ),
+    Property(
+        "ENGINE_LOCK_SHUTDOWN_TIMEOUT",
+        "lock_shutdown_timeout",
+        _seconds(0),
+        "seconds >= 0",
+        "How long engine.close() may spend sending what is queued.",
     ),
 )
 
@@ -480,11 +662,8 @@ PROPERTY_BY_FIELD: dict[str, Property] = {p.field: p for p in PROPERTIES}
 
 
 def _suggest(key: str) -> str:
-    candidates = [*PROPERTY_BY_KEY, _UNSUPPORTED_PREFIX]
-    import difflib  # on a mistake only (start-up time)
-
-    close = difflib.get_close_matches(key.upper(), candidates, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
+    near = closest(key.upper(), [*PROPERTY_BY_KEY, *ALIASES])
+    return f" (did you mean {near}?)" if near else ""
 
 
 # ---------------------------------------------------------------- the config
@@ -500,6 +679,10 @@ class Config(Record):
     __slots__ = (
         "_explicit",
         "application_name",
+        "data_store_default_ttl",
+        "data_store_max_entries",
+        "data_store_max_entry_size",
+        "data_store_max_ttl",
         "datalog_backend",
         "decision_log_default_jwt_id",
         "http_max_response_size_bytes",
@@ -513,12 +696,26 @@ class Config(Record):
         "jwt_status_list_refresh_interval_max",
         "jwt_status_validation",
         "local_jwks",
+        "lock",
+        "lock_accept_invalid_certs",
+        "lock_access_token",
+        "lock_health_interval",
+        "lock_listen_sse",
+        "lock_log_channel_capacity",
+        "lock_log_interval",
+        "lock_log_max_retries",
+        "lock_server_configuration_uri",
+        "lock_shutdown_timeout",
+        "lock_ssa_jwt",
+        "lock_telemetry_interval",
+        "lock_transport",
         "log_level",
         "log_max_items",
         "log_ttl",
         "log_type",
         "max_base64_size",
         "max_default_entities",
+        "otel",
         "policy_store_id",
         "policy_store_local",
         "policy_store_local_fn",
@@ -559,8 +756,27 @@ class Config(Record):
     log_ttl: float
     log_max_items: int
     decision_log_default_jwt_id: str
+    data_store_max_entries: int
+    data_store_max_entry_size: int
+    data_store_default_ttl: float | None
+    data_store_max_ttl: float
     datalog_backend: str
+    otel: str
+    lock: bool
+    lock_server_configuration_uri: str | None
+    lock_ssa_jwt: str | None
+    lock_access_token: str | None
+    lock_log_interval: float
+    lock_health_interval: float
+    lock_telemetry_interval: float
+    lock_listen_sse: bool
+    lock_transport: str
+    lock_accept_invalid_certs: bool
+    lock_log_channel_capacity: int
+    lock_log_max_retries: int
+    lock_shutdown_timeout: float
     _explicit: frozenset[str]
+    _unshown: ClassVar[tuple[str, ...]] = ("lock_ssa_jwt", "lock_access_token")
 
     def __init__(
         self,
@@ -593,7 +809,25 @@ class Config(Record):
         log_ttl: float = 60.0,
         log_max_items: int = 10000,
         decision_log_default_jwt_id: str = "jti",
+        data_store_max_entries: int = 10_000,
+        data_store_max_entry_size: int = 1 * MIB,
+        data_store_default_ttl: float | None = None,
+        data_store_max_ttl: float = 3600.0,
         datalog_backend: str = "compiled",
+        otel: str = "auto",
+        lock: bool = False,
+        lock_server_configuration_uri: str | None = None,
+        lock_ssa_jwt: str | None = None,
+        lock_access_token: str | None = None,
+        lock_log_interval: float = 0.0,
+        lock_health_interval: float = 0.0,
+        lock_telemetry_interval: float = 0.0,
+        lock_listen_sse: bool = False,
+        lock_transport: str = "rest",
+        lock_accept_invalid_certs: bool = False,
+        lock_log_channel_capacity: int = 100,
+        lock_log_max_retries: int = 5,
+        lock_shutdown_timeout: float = 5.0,
         _explicit: frozenset[str] = frozenset(),
     ) -> None:
         _set(self, "application_name", application_name)
@@ -625,7 +859,25 @@ class Config(Record):
         _set(self, "log_ttl", log_ttl)
         _set(self, "log_max_items", log_max_items)
         _set(self, "decision_log_default_jwt_id", decision_log_default_jwt_id)
+        _set(self, "data_store_max_entries", data_store_max_entries)
+        _set(self, "data_store_max_entry_size", data_store_max_entry_size)
+        _set(self, "data_store_default_ttl", data_store_default_ttl)
+        _set(self, "data_store_max_ttl", data_store_max_ttl)
         _set(self, "datalog_backend", datalog_backend)
+        _set(self, "otel", otel)
+        _set(self, "lock", lock)
+        _set(self, "lock_server_configuration_uri", lock_server_configuration_uri)
+        _set(self, "lock_ssa_jwt", lock_ssa_jwt)
+        _set(self, "lock_access_token", lock_access_token)
+        _set(self, "lock_log_interval", lock_log_interval)
+        _set(self, "lock_health_interval", lock_health_interval)
+        _set(self, "lock_telemetry_interval", lock_telemetry_interval)
+        _set(self, "lock_listen_sse", lock_listen_sse)
+        _set(self, "lock_transport", lock_transport)
+        _set(self, "lock_accept_invalid_certs", lock_accept_invalid_certs)
+        _set(self, "lock_log_channel_capacity", lock_log_channel_capacity)
+        _set(self, "lock_log_max_retries", lock_log_max_retries)
+        _set(self, "lock_shutdown_timeout", lock_shutdown_timeout)
         _set(self, "_explicit", _explicit)
         self.__post_init__()
 
@@ -644,6 +896,26 @@ class Config(Record):
                 + "); set exactly one of "
                 + ", ".join(STORE_SOURCE_KEYS)
             )
+        if self.lock:
+            self._check_lock(given)
+
+    def _check_lock(self, sources: list[str]) -> None:
+        """What ``ENGINE_LOCK=enabled`` needs (the Lock's own failures show at start-up)."""
+        if not self.lock_server_configuration_uri:
+            raise ConfigError(
+                "ENGINE_LOCK is enabled but ENGINE_LOCK_SERVER_CONFIGURATION_URI is not set "
+                "(the Lock's https://.../.well-known/lock-server-configuration)"
+            )
+        if not (self.lock_ssa_jwt or self.lock_access_token):
+            raise ConfigError(
+                "ENGINE_LOCK is enabled but neither ENGINE_LOCK_SSA_JWT (to register) nor "
+                "ENGINE_LOCK_ACCESS_TOKEN is set: the Lock's endpoints need a bearer token"
+            )
+        if not sources and not self.policy_store_id:
+            raise ConfigError(
+                "ENGINE_LOCK is enabled without a store: set ENGINE_POLICY_STORE_ID to fetch "
+                "the store from the Lock, or one of " + ", ".join(STORE_SOURCE_KEYS)
+            )
 
     # -------------------------------------------------------------- constructors
 
@@ -653,24 +925,30 @@ class Config(Record):
         if not isinstance(d, Mapping):
             raise ConfigError(f"configuration must be a mapping of ENGINE_* keys, got {d!r}")
         kwargs: dict[str, Any] = {}
+        merged: set[str] = set()  # toggles given under both names, already combined
         for key, value in d.items():
             if not isinstance(key, str):
                 raise ConfigError(f"configuration key {key!r} is not a string")
-            if key == _UNSUPPORTED_PREFIX or key.startswith(_UNSUPPORTED_PREFIX + "_"):
-                if key == _UNSUPPORTED_PREFIX and value is not None:
-                    try:
-                        if _toggle(key, value) is False:
-                            continue  # asking for the feature to be off is harmless
-                    except ConfigError:
-                        pass
-                raise ConfigError(
-                    f"{key}: value {value!r} is not supported yet "
-                    "(the remote policy and audit server integration is not built)"
-                )
+            alias = ALIASES.get(key)
+            if alias is not None:
+                other = d.get(alias)
+                if other is not None and value is not None:
+                    target = PROPERTY_BY_KEY[alias]
+                    mine, theirs = target.parse(key, value), target.parse(alias, other)
+                    if target.parse is _toggle:  # Cedarling's two switches: either turns it on
+                        kwargs[target.field] = mine or theirs
+                        merged.add(target.field)
+                        continue
+                    if mine != theirs:
+                        raise ConfigError(
+                            f"{key} and {alias} are the same property with different values; "
+                            "set one of them"
+                        )
+                key = alias
             prop = PROPERTY_BY_KEY.get(key)
             if prop is None:
                 raise ConfigError(f"unknown configuration key {key!r}{_suggest(key)}")
-            if value is None:
+            if value is None or prop.field in merged:
                 continue
             kwargs[prop.field] = prop.parse(key, value)
         return cls(**kwargs, _explicit=frozenset(kwargs))

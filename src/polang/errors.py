@@ -95,8 +95,34 @@ class TokenError(PolangError):
         self.reasons = list(reasons or [])
 
 
+class LockError(PolangError):
+    """The Lock server could not be used: its configuration document, the software
+    statement, registration, the access token or the store it serves (docs/lock.md)."""
+
+
 class RequestError(PolangError):
     """An authorization request is malformed (bad action, resource, context...)."""
+
+
+class DataError(RequestError):
+    """Context data given to ``push_data`` (and the other data calls) is malformed, too
+    big, or does not fit what the schema declares for ``context.data``."""
+
+
+class MappingError(PolangError):
+    """A mapping from entity types to a service's tables (``polang.filtering``) is
+    malformed, too big, or does not fit the store's schema; the message names each
+    problem with its JSON path."""
+
+
+class FilterRefused(PolangError):
+    """A plan's residual uses a construct a filter target cannot express exactly; the
+    message names the policy and the construct (``policy_id`` and ``construct`` too)."""
+
+    def __init__(self, message: str, *, policy_id: str = "", construct: str = "") -> None:
+        super().__init__(message)
+        self.policy_id = policy_id
+        self.construct = construct
 
 
 class EvaluationError(Exception):

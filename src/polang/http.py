@@ -37,7 +37,7 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
@@ -47,6 +47,7 @@ from urllib.parse import urljoin, urlsplit
 from polang._version import __version__
 from polang.errors import ConfigError, PolangError
 from polang.jsonlimits import loads
+from polang.runtime import WASM, Needed, needs_refused, unavailable
 
 if TYPE_CHECKING:
     import ssl
@@ -68,14 +69,38 @@ BACKOFF_MAX = 2.0
 MAX_DNS_LOOKUPS = 8
 _URL_IN_MESSAGE = 200  # characters of a URL quoted in a message
 
+FetchObserver = Callable[[str, str, float, "str | None"], None]
+"""Told of each fetch a :class:`Fetcher` ends: ``(kind, outcome, seconds, error_type)``,
+``outcome`` being ``ok``, ``not_modified`` or ``failed`` (see :func:`error_type`)."""
+
 
 class FetchError(PolangError):
     """A fetch failed; ``reason`` says why without the URL, the message says both."""
 
-    def __init__(self, message: str, *, url: str = "", reason: str = "") -> None:
+    def __init__(
+        self, message: str, *, url: str = "", reason: str = "", status: int | None = None
+    ) -> None:
         super().__init__(message)
         self.url = url
         self.reason = reason or message
+        self.status = status
+        """The HTTP status that ended the fetch, when a server answered one (``401``...)."""
+
+
+def error_type(e: FetchError) -> str:
+    """How a fetch failed, in a closed set (telemetry's ``error.type``): the HTTP status
+    the server answered (``"503"``), else ``timeout``, ``tls``, ``too_large`` or
+    ``_OTHER`` (connection failures, refused redirects, bad encodings)."""
+    if e.status is not None and 100 <= e.status <= 599:
+        return str(e.status)
+    reason = e.reason
+    if "ENGINE_HTTP_REQUEST_TIMEOUT" in reason:
+        return "timeout"
+    if reason.startswith("TLS failed"):
+        return "tls"
+    if "ENGINE_HTTP_MAX_RESPONSE_SIZE_BYTES" in reason:
+        return "too_large"
+    return "_OTHER"
 
 
 def short_url(url: str) -> str:
@@ -83,8 +108,8 @@ def short_url(url: str) -> str:
     return url if len(url) <= _URL_IN_MESSAGE else url[: _URL_IN_MESSAGE - 3] + "..."
 
 
-def _fail(url: str, reason: str) -> FetchError:
-    return FetchError(f"{short_url(url)}: {reason}", url=url, reason=reason)
+def _fail(url: str, reason: str, status: int | None = None) -> FetchError:
+    return FetchError(f"{short_url(url)}: {reason}", url=url, reason=reason, status=status)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +135,9 @@ class FetchLimits:
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """A complete ``200`` response. ``url`` is the URL asked for, ``final_url`` where the
-    body came from (after redirects); header names are lowercase."""
+    """A complete ``200`` response (or a ``304`` to a conditional request: no body).
+    ``url`` is the URL asked for, ``final_url`` where the body came from (after
+    redirects); header names are lowercase."""
 
     url: str
     final_url: str
@@ -164,6 +190,76 @@ def _is_tls_failure(e: BaseException) -> bool:
         cur = cur.__cause__ or cur.__context__
         seen += 1
     return False
+
+
+# ---------------------------------------------------------------- WebAssembly
+
+# Under Pyodide there are no sockets: a fetch is the runtime's asynchronous ``fetch``,
+# which synchronous code cannot wait for. ``polang.wasm`` decides with this table set:
+# a URL already fetched (by ``polang.wasm.fetch``, under the limits of this module) is
+# answered from it, any other raises :class:`FetchNeeded`, which the driver fetches before
+# it runs the same code again. Without the table (the sync API) a fetch fails, saying so.
+_HELD: ContextVar[dict[tuple[str, str], Response | FetchError] | None] = ContextVar(
+    "polang_http_held", default=None
+)
+
+
+class FetchNeeded(Needed):
+    """(WebAssembly.) ``url`` must be fetched asynchronously before this code runs again."""
+
+    def __init__(
+        self,
+        url: str,
+        accept: str,
+        https_only: bool,
+        limits: FetchLimits,
+        headers: dict[str, str],
+    ) -> None:
+        super().__init__(f"fetch {short_url(url)}")
+        self.headers = headers
+        self.url = url
+        self.accept = accept
+        self.https_only = https_only
+        self.limits = limits
+
+
+@contextlib.contextmanager
+def held_responses(table: dict[tuple[str, str], Response | FetchError]) -> Iterator[None]:
+    """Within this block (this task only), fetches are answered from ``table``
+    (``(url, accept)`` -> the response, or the error the fetch ended with)."""
+    token = _HELD.set(table)
+    try:
+        yield
+    finally:
+        _HELD.reset(token)
+
+
+def _held(
+    fetcher: Fetcher,
+    method: str,
+    url: str,
+    accept: str,
+    https_only: bool,
+    headers: Mapping[str, str] | None,
+) -> Response:
+    table = _HELD.get()
+    if method.upper() != "GET" or table is None:
+        raise _fail(
+            url,
+            unavailable(
+                "a synchronous fetch",
+                "no sockets; the runtime's fetch is asynchronous",
+                "use polang.wasm.WasmEngine, whose fetches go through it",
+            ),
+        )
+    got = table.get((url, accept))
+    if got is None and needs_refused():
+        raise _fail(url, f"not fetched: {needs_refused()}")
+    if got is None:
+        raise FetchNeeded(url, accept, https_only, fetcher.limits, dict(headers or {}))
+    if isinstance(got, FetchError):
+        raise got
+    return got
 
 
 # ---------------------------------------------------------------- the deadline
@@ -552,10 +648,35 @@ def _transport(ssl_context: ssl.SSLContext, proxies: Proxies | None = None) -> h
 
 
 class _Retry(Exception):
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+    def __init__(
+        self, reason: str, retry_after: float | None = None, status: int | None = None
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.retry_after = retry_after
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """What one request sends, the same on every attempt."""
+
+    method: str
+    accept: str
+    https_only: bool
+    headers: dict[str, str]
+    body: bytes | None
+    conditional: tuple[tuple[str, str], ...] = ()
+    """``If-None-Match`` / ``If-Modified-Since``: validators, not credentials (they may
+    follow a redirect anywhere), and the only reason a ``304`` is an answer."""
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    try:
+        parts = urlsplit(url)
+        return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port
+    except ValueError:
+        return "", "", None
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -580,6 +701,27 @@ def _backoff(attempt: int) -> float:
     return min(BACKOFF_START * 2 ** (attempt - 1), BACKOFF_MAX)
 
 
+class StreamBody:
+    """The chunks of a streamed response, as they arrive; :meth:`abort`, from any thread,
+    ends a read that is waiting (the stream then ends with a :class:`FetchError`)."""
+
+    def __init__(self, chunks: Iterator[bytes], resp: httpx.Response) -> None:
+        self._chunks = chunks
+        self._resp = resp
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._chunks
+
+    def abort(self) -> None:
+        import socket
+
+        stream = self._resp.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
 class Fetcher:
     """A shared, thread-safe HTTP(S) client with one policy (see the module docstring).
 
@@ -590,10 +732,17 @@ class Fetcher:
     """
 
     def __init__(
-        self, limits: FetchLimits | None = None, ssl_context: ssl.SSLContext | None = None
+        self,
+        limits: FetchLimits | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        *,
+        observer: FetchObserver | None = None,
     ) -> None:
+        """``observer`` is told of each request's end (the engine's telemetry); what it
+        raises never reaches the fetch."""
         self.limits = limits or FetchLimits()
         self._ssl_context = ssl_context
+        self.observer = observer
         self._lock = threading.Lock()
         self._client: httpx.Client | None = None
         self._active = 0
@@ -652,19 +801,176 @@ class Fetcher:
     # ------------------------------------------------------------ fetching
 
     def get(
-        self, url: str, *, accept: str = "application/json", https_only: bool = True
+        self,
+        url: str,
+        *,
+        accept: str = "application/json",
+        https_only: bool = True,
+        kind: str = "other",
     ) -> Response:
-        """GET ``url`` under the policy above; every failure is a :class:`FetchError`."""
-        deadline = time.monotonic() + self.limits.timeout
+        """GET ``url`` under the policy above; every failure is a :class:`FetchError`.
+        ``kind`` names what it is for (the observer's ``discovery``, ``jwks``...)."""
+        return self.request("GET", url, accept=accept, https_only=https_only, kind=kind)
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        accept: str = "application/json",
+        https_only: bool = True,
+        headers: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        retries: int | None = None,
+        deadline: float | None = None,
+        conditional: Mapping[str, str] | None = None,
+        kind: str = "other",
+    ) -> Response:
+        """One request under the policy above; every failure is a :class:`FetchError`
+        (with the ``status`` the server answered, if any).
+
+        ``conditional`` (``If-None-Match``, ``If-Modified-Since``) makes a ``GET``
+        conditional: ``304 Not Modified`` is then an answer (a :class:`Response` with
+        status 304 and no body); without them a ``304`` is a failure like any other.
+
+        ``headers`` go with every attempt; when they are given, a redirect to another
+        origin is refused (credentials never leave the server they were meant for). A
+        method other than ``GET`` follows no redirect, and any ``2xx`` answers it (a
+        ``GET`` wants ``200``). ``retries`` replaces ``ENGINE_HTTP_MAX_RETRIES`` for this
+        request; ``deadline`` (a ``time.monotonic()`` value) ends it sooner than the
+        timeout would (several requests sharing one budget). ``kind`` names what the
+        request is for, as the observer hears it.
+        """
+        observer = self.observer
+        if observer is None:
+            return self._request(
+                method, url, accept, https_only, headers, body, retries, deadline, conditional
+            )
+        started = time.perf_counter()
+        try:
+            response = self._request(
+                method, url, accept, https_only, headers, body, retries, deadline, conditional
+            )
+        except FetchError as e:
+            _observe(observer, kind, "failed", started, error_type(e))
+            raise
+        _observe(observer, kind, "not_modified" if response.status == 304 else "ok", started, None)
+        return response
+
+    def _request(
+        self,
+        method: str,
+        url: str,
+        accept: str,
+        https_only: bool,
+        headers: Mapping[str, str] | None,
+        body: bytes | None,
+        retries: int | None,
+        deadline: float | None,
+        conditional: Mapping[str, str] | None,
+    ) -> Response:
+        """:meth:`request`'s work."""
+        end = time.monotonic() + self.limits.timeout
+        if deadline is not None:
+            end = min(end, deadline)
         scheme = _scheme(url)
         if https_only and scheme != "https":
             raise _fail(url, "only https:// URLs are fetched")
         if scheme not in ("http", "https"):
             raise _fail(url, "only http:// and https:// URLs are fetched")
+        if WASM:  # no sockets: the runtime's fetch answered it, or will (see _held)
+            return _held(self, method, url, accept, https_only, headers)
         client = self._acquire()
-        token = _DEADLINE.set(deadline)
+        token = _DEADLINE.set(end)
+        call = _Call(
+            method.upper(),
+            accept,
+            https_only,
+            dict(headers or {}),
+            body,
+            tuple((conditional or {}).items()),
+        )
         try:
-            return self._get(client, url, accept, https_only, deadline)
+            return self._get(client, url, call, end, retries)
+        finally:
+            _DEADLINE.reset(token)
+            self._release()
+
+    @contextlib.contextmanager
+    def stream(
+        self,
+        url: str,
+        *,
+        idle_timeout: float,
+        idle_name: str = "",
+        accept: str = "text/event-stream",
+        headers: Mapping[str, str] | None = None,
+    ) -> Iterator[StreamBody]:
+        """GET ``url`` and hand its body over in chunks as they arrive (server-sent events).
+
+        Connecting, TLS and the response head obey the fetch deadline; after that each
+        read waits at most ``idle_timeout`` seconds (a stream that goes quiet ends with a
+        :class:`FetchError` naming ``idle_name``, the limit's name), and the stream may
+        last as long as the server keeps it up.
+        No retries, no redirects (the caller reconnects); the status must be ``200``.
+        What the caller keeps of the chunks is its own to bound.
+        """
+        import httpx
+
+        if _scheme(url) != "https":
+            raise _fail(url, "only https:// URLs are fetched")
+        client = self._acquire()
+        token = _DEADLINE.set(time.monotonic() + self.limits.timeout)
+        try:
+            with self._lock:
+                self.request_count += 1
+            try:
+                request = client.build_request(
+                    "GET",
+                    url,
+                    headers={**(headers or {}), "Accept": accept, "Cache-Control": "no-cache"},
+                    timeout=httpx.Timeout(
+                        self.limits.timeout, read=max(self.limits.timeout, idle_timeout)
+                    ),
+                )
+                resp = client.send(request, stream=True)
+            except httpx.TimeoutException:
+                raise self._timed_out(url, 1) from None
+            except (httpx.HTTPError, ValueError, OSError) as e:
+                if _is_tls_failure(e):
+                    raise _fail(url, f"TLS failed ({_describe(e)})") from None
+                raise _fail(url, _describe(e)) from None
+            try:
+                if resp.status_code != 200:
+                    raise _fail(
+                        url, f"fetching failed: {_status_text(resp)}", status=resp.status_code
+                    )
+                if resp.headers.get("content-encoding", "identity").strip().lower() not in (
+                    "",
+                    "identity",
+                ):
+                    raise _fail(url, "a compressed event stream is not read")
+
+                def chunks() -> Iterator[bytes]:
+                    raw = resp.iter_raw()
+                    while True:
+                        _DEADLINE.set(time.monotonic() + idle_timeout)
+                        try:
+                            chunk = next(raw)
+                        except StopIteration:
+                            return
+                        except httpx.TimeoutException:
+                            named = f" ({idle_name})" if idle_name else ""
+                            raise _fail(
+                                url, f"the stream was silent for {idle_timeout:g} s{named}"
+                            ) from None
+                        except (httpx.TransportError, OSError) as e:
+                            raise _fail(url, f"the stream broke ({_describe(e)})") from None
+                        yield chunk
+
+                yield StreamBody(chunks(), resp)
+            finally:
+                resp.close()
         finally:
             _DEADLINE.reset(token)
             self._release()
@@ -678,10 +984,16 @@ class Fetcher:
         )
 
     def _get(
-        self, client: httpx.Client, url: str, accept: str, https_only: bool, deadline: float
+        self,
+        client: httpx.Client,
+        url: str,
+        call: _Call,
+        deadline: float,
+        retries: int | None = None,
     ) -> Response:
-        attempts = self.limits.max_retries + 1
+        attempts = (self.limits.max_retries if retries is None else retries) + 1
         last = "no attempt made"
+        last_status: int | None = None
         retry_after: float | None = None
         for attempt in range(attempts):
             if attempt:
@@ -700,22 +1012,23 @@ class Fetcher:
                         f"{last}{asked}, which the deadline of {self.limits.timeout:g} s "
                         f"(ENGINE_HTTP_REQUEST_TIMEOUT) does not leave time for "
                         f"(after {attempt} attempt{'s' if attempt > 1 else ''})",
+                        last_status,
                     )
                 time.sleep(pause)
             try:
-                return self._attempt(client, url, accept, https_only, deadline, attempt + 1)
+                return self._attempt(client, url, call, deadline, attempt + 1)
             except _Retry as e:
                 last = e.reason
+                last_status = e.status
                 retry_after = e.retry_after
         tries = f" (after {attempts} attempts)" if attempts > 1 else ""
-        raise _fail(url, f"{last}{tries}")
+        raise _fail(url, f"{last}{tries}", last_status)
 
     def _attempt(
         self,
         client: httpx.Client,
         url: str,
-        accept: str,
-        https_only: bool,
+        call: _Call,
         deadline: float,
         attempt: int,
     ) -> Response:
@@ -730,9 +1043,15 @@ class Fetcher:
                 self.request_count += 1
             try:
                 request = client.build_request(
-                    "GET",
+                    call.method,
                     current,
-                    headers={"Accept": accept, "Accept-Encoding": "gzip, deflate"},
+                    headers={
+                        **call.headers,
+                        **dict(call.conditional),
+                        "Accept": call.accept,
+                        "Accept-Encoding": "gzip, deflate",
+                    },
+                    content=call.body,
                     timeout=httpx.Timeout(left),
                 )
                 resp = client.send(request, stream=True)
@@ -753,14 +1072,39 @@ class Fetcher:
             try:
                 status = resp.status_code
                 if status in REDIRECT_STATUSES:
-                    current = self._redirect(url, current, resp, https_only)
+                    if call.method != "GET":
+                        raise _fail(
+                            url,
+                            f"HTTP status {status}: a {call.method} follows no redirect",
+                            status,
+                        )
+                    target = self._redirect(url, current, resp, call.https_only)
+                    if call.headers and _origin(target) != _origin(current):
+                        raise _fail(
+                            url,
+                            f"redirect from {short_url(current)} to {short_url(target)} "
+                            "refused (credentials stay with their origin)",
+                            status,
+                        )
+                    current = target
                     continue
                 if status in RETRY_STATUSES:
                     raise _Retry(
-                        _status_text(resp), retry_after_seconds(resp.headers.get("retry-after"))
+                        _status_text(resp),
+                        retry_after_seconds(resp.headers.get("retry-after")),
+                        status,
                     )
-                if status != 200:
-                    raise _fail(url, f"fetching failed: {_status_text(resp)}")
+                if status == 304 and call.conditional:  # what the validators name is current
+                    return Response(
+                        url=url,
+                        final_url=current,
+                        status=304,
+                        headers={k.lower(): v for k, v in resp.headers.items()},
+                        body=b"",
+                    )
+                ok = status == 200 if call.method == "GET" else 200 <= status < 300
+                if not ok:
+                    raise _fail(url, f"fetching failed: {_status_text(resp)}", status)
                 body = self._read(url, resp, attempt)
                 return Response(
                     url=url,
@@ -838,6 +1182,13 @@ class Fetcher:
         except (httpx.TransportError, OSError) as e:
             raise _Retry(f"the connection broke while reading ({_describe(e)})") from None
         return b"".join(chunks)
+
+
+def _observe(
+    observer: FetchObserver, kind: str, outcome: str, started: float, error: str | None
+) -> None:
+    with contextlib.suppress(Exception):  # the observer's failure is not the fetch's
+        observer(kind, outcome, time.perf_counter() - started, error)
 
 
 def _scheme(url: str) -> str:

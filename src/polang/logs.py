@@ -9,6 +9,7 @@ that goes into an entry is scanned for compact JWTs, which are replaced by a mar
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import math
 import os
@@ -17,7 +18,7 @@ import sys
 import threading
 import time
 from array import array
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
@@ -34,6 +35,8 @@ __all__ = [
     "LEVELS",
     "LOG_KINDS",
     "LOG_TYPES",
+    "MEMORY_LOG_TRIM_SLACK",
+    "METRICS_FOLD_AT",
     "PYTHON_LOGGER_NAME",
     "REDACTED_TOKEN",
     "SETTING_KEYS",
@@ -44,6 +47,7 @@ __all__ = [
     "MetricsCollector",
     "UUIDv7Generator",
     "format_timestamp",
+    "jsonable",
     "redact_tokens",
     "reserve_uuid7",
     "reserve_uuid7_many",
@@ -110,7 +114,6 @@ class LogError(PolangError):
 _UUID7_VERSION: Final = 0x7 << 76
 _UUID7_VARIANT: Final = 0b10 << 62
 _UUID7_RAND_B: Final = (1 << 62) - 1
-_UUID7_LOW: Final = (1 << 80) - 1
 
 # an array typecode of 4-byte unsigned items (``I`` on every common platform)
 _TAIL_TYPECODE: Final = next(c for c in "IL" if array(c).itemsize == 4)
@@ -135,9 +138,19 @@ class UUIDv7Generator:
 
     Layout: 48-bit Unix milliseconds, version 7, then 74 bits of which the leftmost
     ``counter_bits`` are a counter (RFC 9562 section 6.2, method 1) and the rest are random.
-    A new millisecond seeds the counter randomly with its top bit clear (room to count); the
-    same millisecond, or a clock that went backwards, increments it; on counter overflow the
-    timestamp is advanced by one millisecond so ids never go backwards.
+
+    The default layout (42 counter bits, a 32-bit random tail) takes no lock: ids are drawn
+    on every decision, from many threads, and a lock there made threads hand the
+    interpreter to each other once per decision (a thread waiting for the lock owns it
+    before it holds the interpreter again, so the next caller blocks in turn). Its counter
+    is a random 41-bit start plus a process-wide sequence number that one C call draws
+    (``next`` of an ``itertools.count``, atomic under the interpreter lock), so ids of one
+    millisecond increase in the order they are drawn; the millisecond is the clock's,
+    held when the clock goes back; a counter that passes 42 bits carries into the
+    millisecond, so ids never go backwards. Random tails come from a pool drawn 1,024 at a
+    time (a list ``pop``: atomic too), drawn afresh in a forked child.
+
+    Other layouts (tests) seed the counter randomly each new millisecond and take a lock.
     """
 
     _RAND_BITS: Final = 74
@@ -155,31 +168,23 @@ class UUIDv7Generator:
         self._random_bytes = random_bytes
         self._counter_bits = counter_bits
         self._random_tail_bits = self._RAND_BITS - counter_bits
-        # the random tail of every id, precomputed: bytes to draw and the mask to apply
         self._tail_bytes = (self._random_tail_bits + 7) // 8
         self._tail_mask = (1 << self._random_tail_bits) - 1
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # other layouts only
         self._last_ms = -1
         self._counter = 0
-        # random bytes drawn _POOL_BYTES at a time (one os.urandom call per ~300 ids instead
-        # of one or two per id); drawn afresh in a forked child so parent and child never
-        # share (os.register_at_fork counts forks: no system call per id)
+        # random bytes drawn _POOL_BYTES at a time (other layouts), afresh after a fork
         self._pool = b""
         self._pool_pos = 0
         self._pool_fork = -1
-        # the id's first 14 characters (the millisecond's), kept while the millisecond lasts
         self._prefix_ms = -1
         self._prefix = ""
-        # with the default 42 counter bits, the counter's low 16 bits and the 32-bit random
-        # tail are whole hex digits: an id is its first 24 characters (kept while the
-        # millisecond and the counter's high bits last), 4 digits of counter and 8 random
-        self._hex_tail = counter_bits == 42
-        self._head_key: tuple[int, int] = (-1, -1)
-        self._head = ""
-        # reserve()'s random tails, 32-bit integers drawn a pool at a time
-        self._tails: array[int] = array(_TAIL_TYPECODE)
-        self._tail_pos = 0
-        self._tails_fork = -1
+        self._lock_free = counter_bits == 42
+        # the default layout: counter = _start + a sequence number, tails popped from a list
+        self._start = int.from_bytes(random_bytes(6), "big") & ((1 << 41) - 1)
+        self._seq = itertools.count()
+        self._tails: list[int] = []
+        self._tails_fork = _FORKS[0]
 
     _POOL_BYTES: Final = 4096
 
@@ -200,44 +205,10 @@ class UUIDv7Generator:
         return raw & ((1 << bits) - 1)
 
     def __call__(self) -> str:
-        clock = self._clock_ms
-        now = time.time_ns() // 1_000_000 if clock is None else int(clock())
-        if self._hex_tail:  # the default layout, inline (one call per decision)
-            with self._lock:
-                counter = self._counter + 1
-                if now > self._last_ms or counter >> 42:
-                    self._advance(now)  # a new millisecond, or the counter's overflow
-                    counter = self._counter
-                else:
-                    self._counter = counter
-                key = (self._last_ms, counter >> 16)
-                head = self._head if key == self._head_key else self._new_head(key)
-                pos = self._pool_pos
-                if pos + 4 > len(self._pool) or self._pool_fork != _FORKS[0]:
-                    hex_tail = self._draw(4).hex()
-                else:
-                    self._pool_pos = pos + 4
-                    hex_tail = self._pool[pos : pos + 4].hex()
-            return f"{head}{counter & 0xFFFF:04x}{hex_tail}"
-        with self._lock:
-            counter = self._counter + 1
-            if now > self._last_ms or counter >> self._counter_bits:
-                self._advance(now)  # a new millisecond, or the counter's overflow
-                counter = self._counter
-            else:
-                self._counter = counter
-            ms = self._last_ms
-            size = self._tail_bytes
-            tail = 0
-            if size:
-                pos = self._pool_pos
-                if pos + size > len(self._pool) or self._pool_fork != _FORKS[0]:
-                    tail = int.from_bytes(self._draw(size), "big") & self._tail_mask
-                else:
-                    self._pool_pos = pos + size
-                    tail = int.from_bytes(self._pool[pos : pos + size], "big") & self._tail_mask
-            prefix = self._prefix if ms == self._prefix_ms else self._new_prefix(ms)
-        return self._suffix(prefix, counter, tail)
+        """The next id as text."""
+        if self._lock_free:
+            return uuid7_text(self.reserve())
+        return uuid7_text(self._reserve_general())
 
     def reserve(self) -> int:
         """The next id as its 122 bits, ``ms << 74 | counter << (74 - counter_bits) |
@@ -245,73 +216,50 @@ class UUIDv7Generator:
         this generator; a forked child draws its own random bits), written as text by
         :func:`uuid7_text` only when someone reads it. A decision whose id nobody reads
         skips the formatting (about a microsecond)."""
-        if not self._hex_tail:
+        if not self._lock_free:
             return self._reserve_general()
         clock = self._clock_ms
-        now = _time_ns() // 1_000_000 if clock is None else int(clock())
-        lock = self._lock
-        lock.acquire()  # (a third cheaper than `with` on CPython 3.11: once per decision)
-        try:
-            counter = self._counter + 1
-            if now > self._last_ms or counter >> 42:
-                self._advance_checked(now)  # a new millisecond, or the counter's overflow
-                counter = self._counter
-            else:
-                self._counter = counter
-            # the 32-bit tails come from their own pool, whole integers (no bytes slicing)
-            i = self._tail_pos
-            if i >= len(self._tails) or self._tails_fork != _FORKS[0]:
-                self._refill_tails(1)
-                i = 0
-            self._tail_pos = i + 1
-            return (self._last_ms << 74) | (counter << 32) | self._tails[i]
-        finally:
-            lock.release()
+        return self._bits(_time_ns() // 1_000_000 if clock is None else int(clock()))
 
     def reserve_many(self, n: int) -> list[int]:
-        """``n`` ids as ``n`` :meth:`reserve` calls make them, with one clock read and one
-        lock (a batch of decisions)."""
-        if n <= 1 or not self._hex_tail:
-            return [self.reserve() for _ in range(n)]
+        """``n`` ids as ``n`` :meth:`reserve` calls make them, in order, with one clock
+        read (a batch)."""
+        if not self._lock_free:
+            return [self._reserve_general() for _ in range(n)]
         clock = self._clock_ms
-        now = time.time_ns() // 1_000_000 if clock is None else int(clock())
-        out: list[int] = []
-        append = out.append
-        with self._lock:
-            tails = self._tails
-            i = self._tail_pos
-            if i + n > len(tails) or self._tails_fork != _FORKS[0]:
-                tails = self._refill_tails(n)
-                i = 0
-            self._tail_pos = i + n
-            counter = self._counter + 1
-            if now > self._last_ms or counter >> 42:
-                self._advance_checked(now)
-                counter = self._counter
-            last = counter + n - 1
-            if not last >> 42:  # the usual case: the other ids continue the counter
-                self._counter = last
-                high = self._last_ms << 74
-                return [high | ((counter + k) << 32) | tails[i + k] for k in range(n)]
-            self._counter = counter
-            append((self._last_ms << 74) | (counter << 32) | tails[i])
-            for k in range(i + 1, i + n):  # the counter overflows within the batch
-                counter = self._counter + 1
-                if now > self._last_ms or counter >> 42:
-                    self._advance_checked(now)
-                    counter = self._counter
-                else:
-                    self._counter = counter
-                append((self._last_ms << 74) | (counter << 32) | tails[k])
-        return out
+        now = _time_ns() // 1_000_000 if clock is None else int(clock())
+        bits = self._bits
+        return [bits(now) for _ in range(n)]
 
-    def _refill_tails(self, n: int) -> array[int]:
-        """A fresh pool of 32-bit random tails, room for ``n`` at least (this process's
-        own: a forked child never reuses its parent's); the caller holds the lock."""
-        size = max(4 * n, self._POOL_BYTES)
-        self._tails = array(_TAIL_TYPECODE, self._random_bytes(size))
+    def _bits(self, now: int) -> int:
+        """The default layout's next id at clock reading ``now`` (no lock: see the class)."""
+        value = self._start + next(self._seq)  # atomic: no two calls get the same number
+        try:
+            if self._tails_fork != _FORKS[0]:
+                raise IndexError  # a forked child: its parent's tails are not its own
+            tail = self._tails.pop()  # atomic too
+        except IndexError:
+            tail = self._refill_tails()
+        ms = self._last_ms
+        if now > ms:
+            if now >> 48:
+                raise LogError(f"UUIDv7 timestamp {now} ms is outside the 48-bit range")
+            self._last_ms = ms = now
+        if value >> 42:  # past 42 bits: the carry goes into the millisecond
+            ms += value >> 42
+            if ms >> 48:
+                raise LogError(f"UUIDv7 timestamp {ms} ms is outside the 48-bit range")
+        return (ms << 74) | ((value & _COUNTER_MASK) << 32) | tail
+
+    def _refill_tails(self) -> int:
+        """A fresh pool of 32-bit random tails (this process's own: a forked child never
+        reuses its parent's), and one of them. Two threads may refill at once: each
+        installs its own pool, and no tail is handed out twice."""
+        tails = array(_TAIL_TYPECODE, self._random_bytes(self._POOL_BYTES)).tolist()
+        tail = tails.pop()
+        self._tails = tails
         self._tails_fork = _FORKS[0]
-        return self._tails
+        return tail
 
     def _reserve_general(self) -> int:
         """:meth:`reserve` for a layout other than the default (tests, mostly)."""
@@ -332,32 +280,8 @@ class UUIDv7Generator:
             raise LogError(f"UUIDv7 timestamp {ms} ms is outside the 48-bit range")
 
     def many(self, n: int) -> list[str]:
-        """``n`` ids, as ``n`` calls would make them, with one clock read, one lock and one
-        draw of random bytes (a batch of decisions)."""
-        if n <= 1:
-            return [self() for _ in range(n)]
-        clock = self._clock_ms
-        now = time.time_ns() // 1_000_000 if clock is None else int(clock())
-        if self._hex_tail:
-            with self._lock:
-                if self._pool_pos + 4 * n > len(self._pool) or self._pool_fork != _FORKS[0]:
-                    # one fresh draw for the batch's tails (and a few counter seeds)
-                    self._pool = self._random_bytes(max(4 * n + 64, self._POOL_BYTES))
-                    self._pool_fork = _FORKS[0]
-                    self._pool_pos = 0
-                return self._many_hex(now, n)
-        size, mask = self._tail_bytes, self._tail_mask
-        parts: list[tuple[str, int, int]] = []
-        with self._lock:
-            pool = self._draw(size * n) if size else b""
-            for k in range(n):
-                self._advance(now)
-                tail = int.from_bytes(pool[k * size : (k + 1) * size], "big") & mask if size else 0
-                ms = self._last_ms
-                prefix = self._prefix if ms == self._prefix_ms else self._new_prefix(ms)
-                parts.append((prefix, self._counter, tail))
-        suffix = self._suffix
-        return [suffix(p, c, t) for p, c, t in parts]
+        """``n`` ids as text, as ``n`` calls would make them (a batch of decisions)."""
+        return [uuid7_text(b) for b in self.reserve_many(n)]
 
     def _advance(self, now: int) -> None:
         """The next (ms, counter) for a clock reading of ``now``: monotonic even when the
@@ -371,54 +295,8 @@ class UUIDv7Generator:
                 self._last_ms += 1
                 self._counter = self._random_int(self._counter_bits - 1)
 
-    def _many_hex(self, now: int, n: int) -> list[str]:
-        """``n`` ids as ``n`` calls make them, their tails from one slice of the pool
-        (the caller holds the lock and made room for ``4 * n`` bytes)."""
-        pos = self._pool_pos
-        tails = self._pool[pos : pos + 4 * n].hex()
-        self._pool_pos = pos + 4 * n
-        out: list[str] = []
-        append = out.append
-        key = self._head_key
-        head = self._head
-        for k in range(0, 8 * n, 8):
-            counter = self._counter + 1
-            if now > self._last_ms or counter >> 42:
-                self._advance(now)  # may draw a counter seed from the pool (after the tails)
-                counter = self._counter
-            else:
-                self._counter = counter
-            if key[0] != self._last_ms or key[1] != counter >> 16:
-                key = (self._last_ms, counter >> 16)
-                head = self._new_head(key)
-            append(f"{head}{counter & 0xFFFF:04x}{tails[k : k + 8]}")
-        return out
 
-    def _new_head(self, key: tuple[int, int]) -> str:
-        """The first 24 characters of the ids of a millisecond and the counter's high 26
-        bits: version 7, the counter's top 12 bits (rand_a), the variant and its next 14."""
-        ms, high = key
-        prefix = self._prefix if ms == self._prefix_ms else self._new_prefix(ms)
-        self._head = head = f"{prefix}7{high >> 14:03x}-{0x8000 | (high & 0x3FFF):04x}-"
-        self._head_key = key
-        return head
-
-    def _new_prefix(self, ms: int) -> str:
-        """The id's text up to its version digit: the 48-bit millisecond, hyphenated. The
-        caller holds the lock."""
-        if not 0 <= ms < 1 << 48:
-            raise LogError(f"UUIDv7 timestamp {ms} ms is outside the 48-bit range")
-        h = f"{ms:012x}"
-        self._prefix = prefix = f"{h[:8]}-{h[8:]}-"
-        self._prefix_ms = ms
-        return prefix
-
-    def _suffix(self, prefix: str, counter: int, tail: int) -> str:
-        rand = (counter << self._random_tail_bits) | tail
-        # version 7, rand_a (12 bits), variant 0b10, rand_b (62 bits): the low 80 bits
-        low = _UUID7_VERSION | ((rand >> 62) << 64) | _UUID7_VARIANT | (rand & _UUID7_RAND_B)
-        h = f"{low:020x}"
-        return f"{prefix}{h[:4]}-{h[4:8]}-{h[8:]}"
+_COUNTER_MASK: Final = (1 << 42) - 1
 
 
 _default_uuid7 = UUIDv7Generator()
@@ -433,9 +311,21 @@ def uuid7_text(raw: int) -> str:
     """The text of an id drawn by :meth:`UUIDv7Generator.reserve`: the 48-bit millisecond,
     version 7, the first 12 of the 74 random-or-counter bits, variant ``0b10``, the last 62
     (RFC 9562 section 5.7), lowercase and hyphenated."""
-    low = _UUID7_VERSION | ((raw >> 62) & 0xFFF) << 64 | _UUID7_VARIANT | (raw & _UUID7_RAND_B)
-    h = f"{(raw >> 74) << 80 | low:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    global _last_ms_text
+    ms = raw >> 74
+    last = _last_ms_text
+    if last[0] != ms:  # the millisecond's 13 characters, kept while it lasts
+        h = f"{ms:012x}"
+        last = _last_ms_text = (ms, f"{h[:8]}-{h[8:]}-7")
+    return (
+        f"{last[1]}{(raw >> 62) & 0xFFF:03x}-{0x8000 | (raw >> 48) & 0x3FFF:04x}"
+        f"-{raw & 0xFFFF_FFFF_FFFF:012x}"
+    )
+
+
+_last_ms_text: tuple[int, str] = (-1, "")
+"""The last millisecond :func:`uuid7_text` wrote and its text up to the version digit (one
+tuple: threads replace it whole)."""
 
 
 reserve_uuid7: Final[Callable[[], int]] = _default_uuid7.reserve
@@ -455,11 +345,20 @@ def uuid7_many(n: int) -> list[str]:
 # --------------------------------------------------------------------------- helpers
 
 
+_last_second: tuple[int, str] = (-1, "")
+"""The last whole second :func:`format_timestamp` wrote, and its text (one tuple: threads
+replace it whole)."""
+
+
 def format_timestamp(seconds: float) -> str:
     """ISO 8601 UTC with milliseconds and a ``Z`` suffix, e.g. ``2025-01-31T12:00:00.123Z``."""
+    global _last_second
     total_ms = math.floor(seconds * 1000)
     secs, ms = divmod(total_ms, 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{ms:03d}Z"
+    last = _last_second
+    if last[0] != secs:
+        last = _last_second = (secs, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)))
+    return f"{last[1]}.{ms:03d}Z"
 
 
 # A dot-joined run of base64url segments: where a compact JWS (3 segments, the last empty
@@ -511,9 +410,12 @@ def _redact_run(match: re.Match[str]) -> str:
     return ".".join(out)
 
 
+_MIN_TOKEN_LEN: Final = _MIN_HEADER_LEN + 2  # a header and two dots at least
+
+
 def redact_tokens(text: str) -> str:
     """Replace every compact JWT (JWS or JWE) inside ``text`` by ``[redacted JWT]``."""
-    if "." not in text:
+    if len(text) < _MIN_TOKEN_LEN or "." not in text:  # too short to hold one
         return text
     return _DOTTED_RUN.sub(_redact_run, text)
 
@@ -524,6 +426,11 @@ def _jsonable(value: object) -> Any:
     Unknown objects become their ``str`` so a log call never fails on an exotic value (an
     ``EntityUID`` shows in policy syntax); non-finite floats are not JSON and become strings.
     """
+    t = type(value)
+    if t is str:  # the usual cases first, by exact type
+        return redact_tokens(value)  # type: ignore[arg-type]
+    if t is list:
+        return [_jsonable(v) for v in value]  # type: ignore[attr-defined]
     if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, str):
@@ -544,6 +451,11 @@ def _jsonable(value: object) -> Any:
     if callable(to_dict):
         return _jsonable(to_dict())
     return redact_tokens(str(value))
+
+
+jsonable: Final[Callable[[object], Any]] = _jsonable
+"""A JSON-ready copy of a value with every embedded JWT redacted (what every log entry
+holds); other senders of entries (the Lock's audit) use it too."""
 
 
 def _copy_json(value: Any) -> Any:
@@ -744,12 +656,39 @@ class LogSettings(Record):
 # --------------------------------------------------------------------------- memory log
 
 
+def _uuid7_bits(text: object) -> int | None:
+    """The bits :func:`uuid7_text` writes as ``text`` (``None`` if it writes no such
+    text): how a reserved id kept as bits is found by its text."""
+    if not isinstance(text, str) or len(text) != 36:
+        return None
+    try:
+        value = int(text.replace("-", ""), 16)
+    except ValueError:
+        return None
+    raw = (value >> 80) << 74 | ((value >> 64) & 0xFFF) << 62 | (value & _UUID7_RAND_B)
+    return raw if uuid7_text(raw) == text else None
+
+
+MEMORY_LOG_TRIM_SLACK: Final = 64
+"""Entries a memory log may hold past ``max_items`` before a writer trims it (readers
+trim first: they never see more than ``max_items``)."""
+
+
 class MemoryLog:
     """Entries kept in memory for ``ttl`` seconds, at most ``max_items`` (oldest evicted).
 
-    Thread-safe. Expired entries are purged on every access. Readers get copies, so the
-    log cannot be changed from outside. Tags are an entry's ``log_kind`` and, for system
-    entries, its ``level``; matching is case-insensitive.
+    Thread-safe, and a writer never waits: an entry is appended to a queue (atomic), and
+    writers trim expired and surplus entries from the front in bursts (``MEMORY_LOG_TRIM_SLACK``
+    entries past ``max_items``, or entries a second past their expiry), and only when no
+    other thread holds the log (a reader, or another writer trimming). Readers trim
+    first, so they never see more than ``max_items`` entries or an expired one; an id
+    added again replaces its older entry (it moves to the end). Tags
+    are an entry's ``log_kind`` and, for system entries, its ``level``; matching is
+    case-insensitive.
+
+    ``build`` turns a record the :class:`Logger` queued for a decision (a tuple of the
+    decision's own values, see :meth:`Logger.decided`) into its entry: the entry is made
+    when read, so a decision nobody reads costs an append.
     """
 
     def __init__(
@@ -758,15 +697,16 @@ class MemoryLog:
         max_items: int = 10000,
         *,
         clock: Callable[[], float] = time.monotonic,
+        build: Callable[[tuple[Any, ...]], dict[str, Any]] | None = None,
     ) -> None:
         self._ttl = ttl
         self._max_items = max_items
         self._clock = clock
+        self._build = build
         self._lock = threading.Lock()
-        # id -> (expires_at, entry); insertion order is age order.
-        self._entries: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
-        self._by_tag: dict[str, dict[str, None]] = {}
-        self._by_request: dict[str, dict[str, None]] = {}
+        # (expires_at, entry or decision record), oldest first; only a holder of _lock
+        # takes from the front, writers append at the back
+        self._items: deque[tuple[float, Any]] = deque()
 
     @staticmethod
     def _tags(entry: Mapping[str, Any]) -> list[str]:
@@ -776,82 +716,97 @@ class MemoryLog:
             tags.append(level.lower())
         return tags
 
-    def _unindex(self, log_id: str, entry: Mapping[str, Any]) -> None:
-        for tag in self._tags(entry):
-            ids = self._by_tag.get(tag)
-            if ids is not None:
-                ids.pop(log_id, None)
-                if not ids:
-                    del self._by_tag[tag]
-        rid = entry.get("request_id")
-        if isinstance(rid, str):
-            ids = self._by_request.get(rid)
-            if ids is not None:
-                ids.pop(log_id, None)
-                if not ids:
-                    del self._by_request[rid]
-
-    def _purge(self, now: float) -> None:
-        if self._ttl <= 0:
-            return
-        while self._entries:
-            log_id, (expires, entry) = next(iter(self._entries.items()))
-            if expires > now:
-                break
-            del self._entries[log_id]
-            self._unindex(log_id, entry)
-
     def add(self, entry: Mapping[str, Any]) -> None:
         """Store a copy of one JSON-ready entry (it must have a string ``id``)."""
         self._add(_copy_json(dict(entry)))
 
-    def _add(self, stored: dict[str, Any]) -> None:
-        """Store ``stored`` itself: the Logger hands over entries it built and owns."""
-        log_id = stored.get("id")
-        if not isinstance(log_id, str):
+    def _add(self, stored: dict[str, Any] | tuple[Any, ...]) -> None:
+        """Store ``stored`` itself: an entry the Logger built and owns, or its record."""
+        if type(stored) is not tuple and not isinstance(stored.get("id"), str):  # type: ignore[union-attr]
             raise LogError("memory log: an entry needs a string 'id'")
-        with self._lock:
-            now = self._clock()
-            self._purge(now)
-            old = self._entries.pop(log_id, None)
-            if old is not None:
-                self._unindex(log_id, old[1])
-            self._entries[log_id] = (now + self._ttl, stored)
-            for tag in self._tags(stored):
-                self._by_tag.setdefault(tag, {})[log_id] = None
-            rid = stored.get("request_id")
-            if isinstance(rid, str):
-                self._by_request.setdefault(rid, {})[log_id] = None
-            if self._max_items > 0:
-                while len(self._entries) > self._max_items:
-                    old_id, (_, old_entry) = self._entries.popitem(last=False)
-                    self._unindex(old_id, old_entry)
+        items = self._items
+        now = self._clock()
+        items.append((now + self._ttl, stored))
+        try:  # trimmed in bursts: past MEMORY_LOG_TRIM_SLACK extra entries, or a second's expiry
+            due = 0 < self._max_items < len(items) - MEMORY_LOG_TRIM_SLACK or (
+                self._ttl > 0 and items[0][0] <= now - 1.0
+            )
+        except IndexError:  # a reader took everything meanwhile
+            return
+        if due and self._lock.acquire(False):  # never waits: the holder trims too
+            try:
+                self._trim(now)
+            finally:
+                self._lock.release()
+
+    def _trim(self, now: float) -> None:
+        """Drop expired entries and those past ``max_items``; the caller holds the lock."""
+        items = self._items
+        if self._ttl > 0:
+            while items and items[0][0] <= now:
+                items.popleft()
+        if self._max_items > 0:
+            while len(items) > self._max_items:
+                items.popleft()
+
+    @staticmethod
+    def _key(stored: Any) -> Any:
+        return stored[1] if type(stored) is tuple else stored["id"]
+
+    def _live(self) -> dict[Any, Any]:
+        """Id -> entry or record of the live entries, oldest first (the caller holds the
+        lock). An id added again keeps its newest entry, in that entry's place."""
+        self._trim(self._clock())
+        live: dict[Any, Any] = {}
+        key = self._key
+        # list() copies in one C call (writers append meanwhile: a Python loop over the
+        # deque itself would fail with "deque mutated during iteration")
+        for _, stored in list(self._items):
+            k = key(stored)
+            live.pop(k, None)
+            live[k] = stored
+        return live
+
+    def _entry(self, stored: Any) -> dict[str, Any]:
+        """A caller's own copy of one entry (a record is built afresh)."""
+        if type(stored) is tuple:
+            assert self._build is not None
+            return self._build(stored)
+        return _copy_json(stored)
+
+    def _matching(self, stored: Any, tag: str) -> bool:
+        if type(stored) is tuple:
+            return tag == "decision"
+        return tag in self._tags(stored)
 
     def pop_logs(self) -> list[dict[str, Any]]:
         """Every live entry, oldest first, removing them from the log."""
         with self._lock:
-            self._purge(self._clock())
-            out = [entry for _, entry in self._entries.values()]
-            self._entries.clear()
-            self._by_tag.clear()
-            self._by_request.clear()
-        return out
+            live = self._live()
+            items = self._items
+            for _ in range(len(items)):  # what was there: appends meanwhile stay
+                items.popleft()
+        build = self._build
+        return [
+            build(stored) if type(stored) is tuple and build is not None else stored
+            for stored in live.values()
+        ]
 
     def get_log_by_id(self, log_id: str) -> dict[str, Any] | None:
         """The entry with this id, or None when absent or expired."""
         with self._lock:
-            self._purge(self._clock())
-            item = self._entries.get(log_id)
-            return None if item is None else _copy_json(item[1])
+            live = self._live()
+        stored = live.get(log_id)
+        if stored is None:
+            bits = _uuid7_bits(log_id)
+            stored = None if bits is None else live.get(bits)
+        return None if stored is None else self._entry(stored)
 
     def get_log_ids(self) -> list[str]:
         """Ids of the live entries, oldest first."""
         with self._lock:
-            self._purge(self._clock())
-            return list(self._entries)
-
-    def _collect(self, ids: Iterable[str]) -> list[dict[str, Any]]:
-        return [_copy_json(self._entries[i][1]) for i in ids]
+            live = self._live()
+        return [uuid7_text(k) if type(k) is int else k for k in live]
 
     def get_logs_by_tag(self, tag: str) -> list[dict[str, Any]]:
         """Entries whose ``log_kind`` or ``level`` equals ``tag`` (any case), oldest first."""
@@ -859,19 +814,26 @@ class MemoryLog:
         if key == "warning":
             key = "warn"
         with self._lock:
-            self._purge(self._clock())
-            return self._collect(self._by_tag.get(key, ()))
+            live = self._live()
+        return [self._entry(x) for x in live.values() if self._matching(x, key)]
 
     def get_logs_by_request_id(self, request_id: str) -> list[dict[str, Any]]:
         """Entries of one request (decision entries and any carrying that ``request_id``)."""
+        bits = _uuid7_bits(request_id)
         with self._lock:
-            self._purge(self._clock())
-            return self._collect(self._by_request.get(request_id, ()))
+            live = self._live()
+        out = []
+        for stored in live.values():
+            if type(stored) is tuple:
+                if stored[3] == request_id or (bits is not None and stored[3] == bits):
+                    out.append(self._entry(stored))
+            elif stored.get("request_id") == request_id:
+                out.append(_copy_json(stored))
+        return out
 
     def __len__(self) -> int:
         with self._lock:
-            self._purge(self._clock())
-            return len(self._entries)
+            return len(self._live())
 
 
 # --------------------------------------------------------------------------- metrics
@@ -912,53 +874,105 @@ def _timing_summary(name: str, value: object) -> dict[str, int | float]:
     return {"count": 1, "total": v, "min": v, "max": v}
 
 
+METRICS_FOLD_AT: Final = 1024
+"""Metric samples queued before a writer folds them into the totals (when no other thread
+is folding or reading: writers never wait)."""
+
+# what a queued metric sample is (its first field)
+_INCREMENT: Final = 0
+_OBSERVE: Final = 1
+_DECISION: Final = 2
+
+
 class MetricsCollector:
     """Thread-safe accumulation between two Metric entries.
 
     Counters are totals since the collector was created; timings are summaries of the
     samples observed since the last snapshot; gauges keep their latest value.
+
+    Recording takes no lock (it runs on every decision, from many threads: a lock there
+    made threads hand the interpreter to each other): a sample is appended to a queue
+    (``deque.append``, atomic), and the queue is folded into the totals by a snapshot, or
+    by a writer once it holds ``METRICS_FOLD_AT`` samples and no other thread is folding.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._queue: deque[tuple[Any, ...]] = deque()
         self._counters: dict[str, int] = {}
         self._gauges: dict[str, int | float] = {}
         self._timings: dict[str, dict[str, int | float]] = {}
+
+    def _push(self, sample: tuple[Any, ...]) -> None:
+        queue = self._queue
+        queue.append(sample)
+        if len(queue) >= METRICS_FOLD_AT and self._lock.acquire(False):  # never waits
+            try:
+                self._fold()
+            finally:
+                self._lock.release()
+
+    def _fold(self) -> None:
+        """Apply the queued samples in order; the caller holds the lock."""
+        queue, counters = self._queue, self._counters
+        popleft = queue.popleft
+        while queue:
+            sample = popleft()
+            kind = sample[0]
+            if kind == _DECISION:
+                _, allow, errors, dropped, micro_sec = sample
+                counters["authorize_calls"] = counters.get("authorize_calls", 0) + 1
+                verdict = "allow" if allow else "deny"
+                counters[verdict] = counters.get(verdict, 0) + 1
+                if errors:
+                    counters["policy_errors"] = counters.get("policy_errors", 0) + errors
+                if dropped:
+                    counters["dropped_tokens"] = counters.get("dropped_tokens", 0) + dropped
+                self._sample("decision_time_micro_sec", micro_sec)
+            elif kind == _INCREMENT:
+                counters[sample[1]] = counters.get(sample[1], 0) + sample[2]
+            else:
+                self._sample(sample[1], sample[2])
+
+    def _sample(self, name: str, v: int | float) -> None:
+        s = self._timings.get(name)
+        if s is None:
+            self._timings[name] = {"count": 1, "total": v, "min": v, "max": v}
+        else:
+            s["count"] += 1
+            s["total"] += v
+            s["min"] = min(s["min"], v)
+            s["max"] = max(s["max"], v)
 
     def increment(self, name: str, n: int = 1) -> None:
         """Add ``n`` to a counter."""
         _check_metric_name(name, "counters")
         if isinstance(n, bool) or not isinstance(n, int):
             raise LogError(f"metric counters[{name!r}]: increment must be an integer, got {n!r}")
-        with self._lock:
-            self._counters[name] = self._counters.get(name, 0) + n
+        self._push((_INCREMENT, name, n))
 
     def set_gauge(self, name: str, value: int | float) -> None:
         """Record the current value of a gauge (e.g. ``policy_count``)."""
         _check_metric_name(name, "gauges")
-        v = _check_number(value, f"metric gauges[{name!r}]")
-        with self._lock:
-            self._gauges[name] = v
+        self._gauges[name] = _check_number(value, f"metric gauges[{name!r}]")  # atomic
 
     def observe(self, name: str, micro_sec: int | float) -> None:
         """Add one timing sample in microseconds (e.g. ``evaluation_time_micro_sec``)."""
         _check_metric_name(name, "timings")
-        v = _check_number(micro_sec, f"metric timings[{name!r}]")
-        with self._lock:
-            s = self._timings.get(name)
-            if s is None:
-                self._timings[name] = {"count": 1, "total": v, "min": v, "max": v}
-            else:
-                s["count"] += 1
-                s["total"] += v
-                s["min"] = min(s["min"], v)
-                s["max"] = max(s["max"], v)
+        self._push((_OBSERVE, name, _check_number(micro_sec, f"metric timings[{name!r}]")))
+
+    def decision(self, allow: bool, errors: int, dropped: int, micro_sec: int) -> None:
+        """One decision's metrics as one sample: ``authorize_calls``, ``allow`` or
+        ``deny``, ``policy_errors`` and ``dropped_tokens`` (when not 0), and the timing
+        ``decision_time_micro_sec``."""
+        self._push((_DECISION, allow, errors, dropped, micro_sec))
 
     def snapshot(
         self, *, reset_timings: bool = True
     ) -> tuple[dict[str, int], dict[str, int | float], dict[str, dict[str, int | float]]]:
         """``(counters, gauges, timings)`` as copies; timings restart unless told otherwise."""
         with self._lock:
+            self._fold()
             counters = dict(self._counters)
             gauges = dict(self._gauges)
             timings = {k: dict(v) for k, v in self._timings.items()}
@@ -977,6 +991,9 @@ class _NullMetrics(MetricsCollector):
         return None
 
     def observe(self, name: str, micro_sec: int | float) -> None:
+        return None
+
+    def decision(self, allow: bool, errors: int, dropped: int, micro_sec: int) -> None:
         return None
 
 
@@ -1006,6 +1023,26 @@ def _dumps(entry: Mapping[str, Any]) -> str:
     return printable_json(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
 
 
+class _JSONText:
+    """A ``python`` log record's message: the entry's JSON line, written when first asked
+    for (``record.getMessage()``, a handler's formatter), not for a record no handler
+    formats."""
+
+    __slots__ = ("_entry", "_text")
+
+    def __init__(self, entry: Mapping[str, Any]) -> None:
+        self._entry = entry
+        self._text: str | None = None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            self._text = _dumps(self._entry)
+        return self._text
+
+    def __repr__(self) -> str:
+        return repr(str(self))
+
+
 class Logger:
     """The engine's log facade: builds entries and hands them to the configured sink.
 
@@ -1028,6 +1065,10 @@ class Logger:
         self.pdp_id = pdp_id or id_generator()
         self._clock = clock
         self._new_id = id_generator
+        # a decision's entry id: kept as bits (text made when read) with the default ids
+        self._reserve_id: Callable[[], str | int] = (
+            reserve_uuid7 if id_generator is uuid7 else id_generator
+        )
         self._threshold = _SEVERITY[self.settings.level]
         self._type = self.settings.log_type
         self._app = self.settings.application_id
@@ -1035,7 +1076,12 @@ class Logger:
         self.memory: MemoryLog | None = None
         self._py: logging.Logger | None = None
         if self._type == "memory":
-            self.memory = MemoryLog(self.settings.ttl, self.settings.max_items, clock=monotonic)
+            self.memory = MemoryLog(
+                self.settings.ttl,
+                self.settings.max_items,
+                clock=monotonic,
+                build=self._decision_of_record,
+            )
         elif self._type == "python":
             import logging  # only this log type needs it (start-up time)
 
@@ -1090,7 +1136,21 @@ class Logger:
                 out.write(line)
                 out.flush()
         elif self._py is not None:
-            self._py.log(_PY_LEVELS[level], "%s", _dumps(entry), extra={"polang": entry})
+            # the record made as Logger.log makes it, without its search of the stack for
+            # the caller (this line, always) and with the JSON text written when a
+            # handler formats the message: getMessage() is that text
+            record = self._py.makeRecord(
+                PYTHON_LOGGER_NAME,
+                _PY_LEVELS[level],
+                __file__,
+                _WRITE_LINE,
+                _JSONText(entry),
+                (),
+                None,
+                "_write",
+                {"polang": entry},
+            )
+            self._py.handle(record)
 
     def decision(
         self,
@@ -1125,31 +1185,151 @@ class Logger:
         else:
             raise LogError(f"decision log: decision must be a bool or ALLOW/DENY, got {decision!r}")
         _check_extra(extra, _DECISION_FIELDS, "Decision")
-        entry = self._base("Decision")
-        entry.update(
-            {
-                "request_id": _jsonable(request_id),
-                "policystore_id": _jsonable(policystore_id),
-                "policystore_version": _jsonable(policystore_version),
-                "principal": _jsonable(principal),
-                "action": _jsonable(action),
-                "resource": _jsonable(resource),
-                "decision": verdict,
-                "diagnostics": {
-                    "reason": _jsonable(list(reason)),
-                    "errors": _jsonable(list(errors)),
-                },
-                "tokens": token_log_ids(tokens, self._jwt_id),
-                "dropped_tokens": _jsonable(list(dropped_tokens)),
-                "decision_time_micro_sec": round(
-                    _check_number(decision_time_micro_sec, "decision_time_micro_sec")
-                ),
-            }
+        entry = self._decision_entry(
+            self._base("Decision"),
+            request_id,
+            policystore_id,
+            policystore_version,
+            principal,
+            action,
+            resource,
+            verdict,
+            reason,
+            errors,
+            tokens,
+            dropped_tokens,
+            _check_number(decision_time_micro_sec, "decision_time_micro_sec"),
         )
         if extra:
             entry.update(_jsonable(extra))
         self._write(entry, "INFO")
         return entry
+
+    def _decision_entry(
+        self,
+        entry: dict[str, Any],
+        request_id: object,
+        policystore_id: object,
+        policystore_version: object,
+        principal: object,
+        action: object,
+        resource: object,
+        verdict: str,
+        reason: Iterable[str],
+        errors: Iterable[Mapping[str, object]],
+        tokens: Mapping[str, Mapping[str, object]] | None,
+        dropped_tokens: Iterable[object],
+        micro_sec: int | float,
+    ) -> dict[str, Any]:
+        """``entry`` (the common fields) completed as a Decision entry, fields in order."""
+        entry["request_id"] = _jsonable(request_id)
+        entry["policystore_id"] = _jsonable(policystore_id)
+        entry["policystore_version"] = _jsonable(policystore_version)
+        entry["principal"] = _jsonable(principal)
+        entry["action"] = _jsonable(action)
+        entry["resource"] = _jsonable(resource)
+        entry["decision"] = verdict
+        entry["diagnostics"] = {
+            "reason": _jsonable(list(reason)),
+            "errors": _jsonable(list(errors)),
+        }
+        entry["tokens"] = token_log_ids(tokens, self._jwt_id)
+        entry["dropped_tokens"] = _jsonable(list(dropped_tokens))
+        entry["decision_time_micro_sec"] = round(micro_sec)
+        return entry
+
+    def decided(
+        self,
+        request_id: str | int,
+        allow: bool,
+        action: object,
+        resource: object,
+        principal: object,
+        reasons: Iterable[str],
+        errors: Iterable[Mapping[str, object]],
+        log_ids: Iterable[Any] | None,
+        dropped: Iterable[Any] | None,
+        micro_sec: int,
+        policystore_id: str | None,
+        policystore_version: str | None,
+    ) -> None:
+        """The engine's decision: its metrics and its Decision entry, the same entry
+        :meth:`decision` writes for it. ``request_id`` is text or bits reserved by
+        :func:`reserve_uuid7`; uids are written with ``str``; ``log_ids`` have
+        ``mapping``, ``index``, ``claim`` and ``value``, ``dropped`` tokens ``to_dict()``.
+
+        Only the decision's values are kept (copies of its lists, which the caller's
+        result shares); for the memory log the entry is built when read."""
+        if self._type == "off":
+            return
+        errors = tuple(dict(e) for e in errors) if errors else ()
+        dropped = tuple(dropped) if dropped else ()
+        self.metrics.decision(allow, len(errors), len(dropped), micro_sec)
+        if self._py is not None and not self._py.isEnabledFor(_PY_INFO):
+            return
+        record = (
+            self._clock(),
+            self._reserve_id(),
+            allow,
+            request_id,
+            action,
+            resource,
+            principal,
+            tuple(reasons),
+            errors,
+            None if log_ids is None else tuple(log_ids),
+            dropped,
+            micro_sec,
+            policystore_id,
+            policystore_version,
+        )
+        if self.memory is not None:
+            self.memory._add(record)
+        else:
+            self._write(self._decision_of_record(record), "INFO")
+
+    def _decision_of_record(self, r: tuple[Any, ...]) -> dict[str, Any]:
+        """The Decision entry of a record queued by :meth:`decided`: what
+        :meth:`_decision_entry` makes of the same values (a test compares them), built in
+        one literal (for the ``python`` and ``std_out`` logs it is built per decision)."""
+        entry_id, request_id, principal, log_ids, errors, dropped = (
+            r[1],
+            r[3],
+            r[6],
+            r[9],
+            r[8],
+            r[10],
+        )
+        redact = redact_tokens
+        return {
+            "id": uuid7_text(entry_id) if type(entry_id) is int else _jsonable(entry_id),
+            "timestamp": format_timestamp(r[0]),
+            "log_kind": "Decision",
+            "application_id": self._app,
+            "pdp_id": self.pdp_id,
+            "request_id": (
+                uuid7_text(request_id) if type(request_id) is int else _jsonable(request_id)
+            ),
+            "policystore_id": _jsonable(r[12]),
+            "policystore_version": _jsonable(r[13]),
+            "principal": None if principal is None else redact(str(principal)),
+            "action": redact(str(r[4])),
+            "resource": redact(str(r[5])),
+            "decision": "ALLOW" if r[2] else "DENY",
+            "diagnostics": {
+                "reason": [_jsonable(x) for x in r[7]],
+                "errors": [_jsonable(e) for e in errors] if errors else [],
+            },
+            "tokens": (
+                {}
+                if log_ids is None
+                else token_log_ids(
+                    {f"{t.mapping}#{t.index}": {t.claim: t.value} for t in log_ids}, self._jwt_id
+                )
+            ),
+            "dropped_tokens": [_jsonable(x.to_dict()) for x in dropped] if dropped else [],
+            "decision_time_micro_sec": round(r[11]),
+        }
 
     def system(self, level: str, msg: object, /, **extra: object) -> dict[str, Any] | None:
         """Write one System entry if ``level`` passes the configured level."""
@@ -1227,3 +1407,7 @@ class Logger:
 
     def get_logs_by_request_id(self, request_id: str) -> list[dict[str, Any]]:
         return self.memory.get_logs_by_request_id(request_id) if self.memory is not None else []
+
+
+_WRITE_LINE: Final = Logger._write.__code__.co_firstlineno
+"""The line a ``python`` log record names (``Logger._write``, as ``Logger.log`` found)."""

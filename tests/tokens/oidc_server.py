@@ -157,6 +157,8 @@ class OidcProvider:
                 except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
                     self.close_connection = True  # the client gave up (deadline tests)
 
+            do_POST = do_GET  # subclasses (the test Lock server) answer POSTs in serve()
+
         class Server(ThreadingHTTPServer):
             daemon_threads = True
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from polang.errors import TokenError
 from polang.tokens import TokenInput, TokenProcessor
 from polang.tokens.status_list import (
     StatusUnavailable,
@@ -267,3 +268,36 @@ def test_an_unreachable_list_is_retried_after_the_cooldown(
     del provider.fail[provider.status_path("1")]
     clock.advance(31)
     assert run(proc, token)[0] == "ok"
+
+
+def test_a_pushed_list_replaces_the_cached_one_at_once(
+    provider: OidcProvider,
+    make_provider: Callable[..., OidcProvider],
+    proc: TokenProcessor,
+    clock: FakeClock,
+) -> None:
+    """A Lock server's STATUS_LIST event (docs/lock.md): the list is checked as a fetched
+    one is, and then answers at once, without waiting for the cached one's ttl."""
+    uri = provider.set_status_list("1", [0, 0], ttl=600)
+    token = provider.token(status=status_claim(uri, 0))
+    assert run(proc, token)[0] == "ok"
+    provider.status_lists["1"].statuses = [1, 0]  # revoked: the Lock pushes the new list
+    assert proc.push_status_list(provider.status_list_jwt("1")) == uri
+    assert run(proc, token)[0] == "revoked"
+    assert provider.requests[provider.status_path("1")] == 1  # nothing fetched again
+    # what a fetched list must be, a pushed one must be too
+    other = make_provider("/other", keys=("ES256",))
+    other.keys[0].kid = provider.keys[0].kid  # same kid, another key
+    forged_uri = other.set_status_list("1", [0, 0])
+    other.status_lists["1"].sub = uri
+    forged = other.status_list_jwt("1").split(".")
+    honest = provider.status_list_jwt("1").split(".")
+    for text, message in [
+        (f"{honest[0]}.{honest[1]}.{forged[2]}", "signature"),
+        (other.status_list_jwt("1"), "not a trusted issuer"),
+        ("not-a-jwt", "not a JWT"),
+    ]:
+        with pytest.raises(TokenError, match=message):
+            proc.push_status_list(text)
+    assert forged_uri != uri
+    assert run(proc, token)[0] == "revoked"  # the refused pushes changed nothing

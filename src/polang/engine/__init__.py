@@ -10,6 +10,8 @@ One module per job (docs/design.md, "The engine package"):
   entities in every form, and its schema check with the snapshot's caches;
 - :mod:`.batch`: many requests on one snapshot, sharing what they can;
 - :mod:`.results`: ``AuthorizeResult``, ``Response``, ``Diagnostics``, ``BatchItemError``;
+- :mod:`.data`: the context data (``push_data``) that fills ``context.data``;
+- :mod:`.health`: store events for listeners, and what ``engine.health()`` reports;
 - :mod:`.diff`: ``diff(old, new)``, in process or in SQL (``Engine.diff``; imported when
   called).
 
@@ -20,15 +22,19 @@ is logged through :mod:`polang.logs`.
 
 from __future__ import annotations
 
+from .data import DataEntry
 from .facade import Engine, init_from_archive_bytes
+from .health import StoreEvent
 from .results import AuthorizeResult, BatchItemError, BatchResult, Diagnostics, Response
 
 __all__ = [
     "AuthorizeResult",
     "BatchItemError",
     "BatchResult",
+    "DataEntry",
     "Diagnostics",
     "Engine",
     "Response",
+    "StoreEvent",
     "init_from_archive_bytes",
 ]

@@ -26,6 +26,7 @@ from .requests import (
     check_no_tokens_key,
     check_request,
     check_token_list,
+    data_context,
     new_request,
     plain_type,
     read_action,
@@ -327,8 +328,9 @@ class BatchParts:
         snap = self._snap
         if tokens:
             ctx = token_context(snap, value, act)
-        else:
-            ctx = read_context(value, act, snap.store.schema)
+        else:  # pushed data (push_data) fills context.data, else the context as given
+            filled = data_context(snap, value, act)
+            ctx = read_context(value, act, snap.store.schema) if filled is None else filled
         self._contexts[key] = (value, ctx)
         return ctx
 

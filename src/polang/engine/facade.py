@@ -15,20 +15,25 @@ from typing import TYPE_CHECKING, Any
 
 from polang.config import Config
 from polang.datalog.authorizer import Authorizer
-from polang.errors import RequestError
+from polang.errors import PolangError, PolicyStoreError, RequestError
 from polang.language.entities import Entity
 from polang.language.schema import Schema
 from polang.language.values import EntityUID, RecordValue
-from polang.logs import Logger, LogSettings, reserve_uuid7, reserve_uuid7_many, uuid7, uuid7_many
+from polang.logs import Logger, LogSettings, reserve_uuid7, reserve_uuid7_many
 from polang.store.source import PolicyStoreSource
+from polang.telemetry import Telemetry, new_telemetry
 
 from .batch import Decided, multi_issuer_batch, unsigned_batch
+from .data import ContextData, DataEntry, DataLimits
+from .health import Listeners, StoreEvent, StoreListener, health_report, reason_of
 from .requests import (
     EntityInput,
     extra_entities,
+    plan_request,
     query_context,
     query_subject,
     read_action,
+    token_plan_request,
     token_request,
     unsigned_request,
 )
@@ -41,6 +46,7 @@ if TYPE_CHECKING:  # imported on first use (start-up time): see tests/test_impor
 
     from polang.analysis.diff import DiffResult
     from polang.analysis.explain import Explanation
+    from polang.analysis.plan import Plan
     from polang.analysis.query import QueryResult
     from polang.store.model import PolicyStore
     from polang.tokens.model import DroppedToken, TokenInput, TokenLogId
@@ -64,15 +70,23 @@ class Engine:
         *,
         store: PolicyStore | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
     ) -> None:
         """``ssl_context`` replaces the default HTTPS trust (system store plus
-        ``SSL_CERT_FILE``) for issuer discovery, JWKS and status lists."""
+        ``SSL_CERT_FILE``) for issuer discovery, JWKS and status lists.
+        ``tracer_provider`` / ``meter_provider``: OpenTelemetry providers to report to
+        instead of the global ones (docs/observability.md)."""
         self._ssl_context = ssl_context
         if config is None:
             config = Config.from_env()
         elif not isinstance(config, Config):
             config = Config.from_dict(config)
         self.config = config
+        self._telemetry: Telemetry | None = new_telemetry(
+            config.otel, self._store_age, tracer_provider, meter_provider
+        )
+        self._fetch_observer = None if self._telemetry is None else self._telemetry.fetched
         self.logger = Logger(
             LogSettings(
                 log_type=config.log_type,
@@ -84,11 +98,37 @@ class Engine:
             )
         )
         self._source: PolicyStoreSource | None = None
-        if store is None:
+        self._refresher: Any = None
+        self._listeners = Listeners(self.logger)
+        self._data = ContextData(
+            DataLimits(
+                config.data_store_max_entries,
+                config.data_store_max_entry_size,
+                config.data_store_default_ttl,
+                config.data_store_max_ttl,
+            )
+        )
+        self._lock_client: Any = None
+        if config.lock:
+            # only an engine with ENGINE_LOCK loads the Lock client (start-up time)
+            from polang.lock import LockClient
+
+            self._lock_client = LockClient(config, self.logger, ssl_context)
+        if store is None and self._lock_client is not None and config.store_source_key is None:
+            store = self._store_from_lock(config, ssl_context)
+        elif store is None:
             self._source = PolicyStoreSource.from_config(config)
-            store = self._source.load(config, ssl_context=ssl_context)
+            if self._source.is_remote:  # its refresher loads it, keeping its validators
+                self._refresher = self._new_refresher(self._source, None)
+                store = self._refresher.load_first()
+            else:
+                store = self._source.load(config, ssl_context=ssl_context)
         started = time.perf_counter()
-        self._snap: Snapshot = build_snapshot(store, config, ssl_context, self.logger)
+        self._snap: Snapshot = build_snapshot(
+            store, config, ssl_context, self.logger, fetch_observer=self._fetch_observer
+        )
+        self._snap.context_data = self._data
+        self._loaded_at = time.time()
         self.logger.system(
             "INFO",
             f"policy store {store.id!r} loaded: {len(store.all_policies())} policies, "
@@ -98,25 +138,20 @@ class Engine:
             load_time_micro_sec=int((time.perf_counter() - started) * 1e6),
         )
         self._log_store_warnings(store)
-        self._refresher: Any = None
         self._lock = threading.Lock()
         self._last_metrics = time.monotonic()
-        if (
-            self._source is not None
-            and self._source.kind in ("archive_url", "legacy_url")
-            and config.policy_store_refresh_interval > 0
-        ):
-            from polang.store.refresh import StoreRefresher
-
-            self._refresher = StoreRefresher(
-                self._source,
-                config,
-                self._on_new_store,
-                self._on_refresh_error,
-                current=store,
-                ssl_context=ssl_context,
-            )
+        if self._source is not None and self._source.is_remote:
+            # a URL store can be refreshed (refresh_store); in the background when
+            # ENGINE_POLICY_STORE_REFRESH_INTERVAL > 0 (start() is a no-op at 0)
+            if self._refresher is None:  # a Lock's store: loaded by the Lock client
+                self._refresher = self._new_refresher(self._source, store)
             self._refresher.start()
+        if self._lock_client is not None:
+            from polang.lock import LockHooks
+
+            self._lock_client.start(
+                LockHooks(self._lock_health, self._push_status_list, self._lock_config_update)
+            )
         # last: the policies' code is generated on a thread from here on (decisions before
         # it is done are the same, made with the backend's closures)
         self._snap.authorizer.generate_in_background()
@@ -130,6 +165,73 @@ class Engine:
 
         cfg = config if isinstance(config, Config) else Config.from_dict(config or {})
         return cls(cfg, store=load_policy_store_archive_bytes(data, cfg))
+
+    # -- the Lock server ------------------------------------------------------------------
+
+    def _store_from_lock(self, config: Config, ssl_context: ssl.SSLContext | None) -> PolicyStore:
+        """Start-up with the store only on the Lock: found and authorized within one
+        ENGINE_HTTP_REQUEST_TIMEOUT, the store fetched within another, or a ``LockError``
+        / ``PolicyStoreLoadError``."""
+        client = self._lock_client
+        deadline = time.monotonic() + config.http_request_timeout
+        try:
+            client.bootstrap(deadline)
+            assert config.policy_store_id is not None
+            self._source = client.store_source(config.policy_store_id)
+            store: PolicyStore = client.load_store(self._source, ssl_context, deadline)
+        except BaseException:
+            client.close()
+            raise
+        return store
+
+    def _lock_health(self) -> dict[str, dict[str, Any]]:
+        """:meth:`health` as the Lock's health entries carry it: a status per component
+        (``running`` or ``degraded``) with the details (docs/lock.md#entries)."""
+        report = self.health()
+        refresh = report["refresh"]
+        store: dict[str, Any] = {
+            "status": "running",
+            "policystore_id": report["store"]["id"],
+            "policystore_version": report["store"]["version"],
+            "loaded_at": report["store"]["loaded_at"],
+        }
+        if refresh is not None and refresh["last_outcome"] == "failed":
+            store["status"] = "degraded"
+            store["error"] = refresh["last_failure_reason"]
+        issuers: dict[str, Any] = {"status": "running", "count": len(report["trusted_issuers"])}
+        failing = {
+            issuer_id: entry.get("last_failure_reason")
+            for issuer_id, entry in report["trusted_issuers"].items()
+            if entry.get("failing")
+        }
+        if failing:
+            issuers["status"] = "degraded"
+            issuers["errors"] = failing
+        return {
+            "core": {"status": "running"},
+            "policy_store": store,
+            "trusted_issuers": issuers,
+            "data": {"status": "running", **report["data"]},
+        }
+
+    def _push_status_list(self, text: str) -> str:
+        return self._snap.tokens.push_status_list(text)
+
+    def _lock_config_update(self) -> None:
+        if self._refresher is not None:
+            self._refresher.refresh_now()
+        else:
+            self.logger.system("INFO", "CONFIG_UPDATE ignored: the store is not the Lock's")
+
+    def flush_lock(self) -> None:
+        """Send the Lock's audit queues now (as its ``FORCE_REPORT`` event does)."""
+        if self._lock_client is not None:
+            self._lock_client.flush()
+
+    @property
+    def lock(self) -> Any:
+        """The Lock client (``polang.lock.LockClient``), or None without ``ENGINE_LOCK``."""
+        return self._lock_client
 
     # -- store lifecycle ----------------------------------------------------------------
 
@@ -145,17 +247,86 @@ class Engine:
     def authorizer(self) -> Authorizer:
         return self._snap.authorizer
 
+    def _new_refresher(self, source: PolicyStoreSource, current: PolicyStore | None) -> Any:
+        from polang.store.refresh import StoreRefresher  # URL stores only (start-up time)
+
+        return StoreRefresher(
+            source,
+            self.config,
+            self._on_new_store,
+            self._on_refresh_error,
+            current=current,
+            ssl_context=self._ssl_context,
+            on_settled=self._refresh_settled,
+            fetch_observer=self._fetch_observer,
+        )
+
+    def _refresh_settled(self) -> None:
+        """After each refresh: tell the store listeners, count it in the metrics."""
+        self._listeners.flush()
+        if self._telemetry is not None and self._refresher is not None:
+            self._telemetry.refreshed(self._refresher.last_outcome)
+
+    def _store_age(self) -> tuple[str, float] | None:
+        """The served store's id and seconds since it was loaded (the store-age gauge)."""
+        snap, loaded_at = getattr(self, "_snap", None), getattr(self, "_loaded_at", None)
+        if snap is None or loaded_at is None:  # still loading
+            return None
+        return snap.store.id, time.time() - loaded_at
+
+    def _report(
+        self,
+        snap: Snapshot,
+        elapsed: float,
+        result: AuthorizeResult,
+        action: EntityUID,
+        resource: EntityUID,
+        principal: EntityUID | None,
+        dropped: list[DroppedToken] | None,
+    ) -> None:
+        """A decision's span and metrics (docs/observability.md); telemetry is active."""
+        assert self._telemetry is not None
+        self._telemetry.decided(
+            elapsed,
+            result,
+            action,
+            resource.type,
+            None if principal is None else principal.type,
+            [d.kind for d in dropped] if dropped else (),
+            (snap.store.id, snap.store.version),
+        )
+
     def _on_new_store(self, store: PolicyStore) -> None:
-        snap = build_snapshot(store, self.config, self._ssl_context, self.logger)  # raises
+        snap = build_snapshot(  # raises
+            store, self.config, self._ssl_context, self.logger, fetch_observer=self._fetch_observer
+        )
+        snap.context_data = self._data
         snap.authorizer.generate_in_background()
         with self._lock:
             old = self._snap
             self._snap = snap
+            self._loaded_at = time.time()
         old.close_tokens()
         self.logger.system(
             "INFO", f"policy store refreshed to version {store.version}", policystore_id=store.id
         )
         self._log_store_warnings(store)
+        for problem in self._data.unfit(store.schema)[:20]:
+            self.logger.system(
+                "WARN",
+                f"context data: entry {problem}: decisions of the new store will refuse it "
+                "or leave it out; push it again or remove it",
+                policystore_id=store.id,
+            )
+        self._listeners.queue(  # sent once the refresher's lock is released
+            StoreEvent(
+                "store_updated",
+                store.id,
+                store.version,
+                time.time(),
+                previous_version=old.store.version,
+            )
+        )
 
     def _log_store_warnings(self, store: PolicyStore) -> None:
         """What the store loader accepted but flags (unknown fields, SHA-1 manifests)."""
@@ -163,19 +334,114 @@ class Engine:
             self.logger.system("WARN", f"policy store: {warning}", policystore_id=store.id)
 
     def _on_refresh_error(self, error: BaseException) -> None:
+        if self._lock_client is not None:
+            self._lock_client.store_failed(error)  # a 401: a new token next time
         self.logger.system(
             "ERROR",
             f"policy store refresh failed; still serving version {self.store.version}: {error}",
             policystore_id=self.store.id,
         )
+        store = self.store
+        self._listeners.queue(  # sent once the refresher's lock is released
+            StoreEvent(
+                "refresh_failed",
+                store.id,
+                store.version,
+                time.time(),
+                error=error if isinstance(error, PolangError) else None,
+                reason=reason_of(error),
+            )
+        )
+
+    # -- operations: refresh, events, health ------------------------------------------
+
+    def refresh_store(self) -> str:
+        """Refresh a URL store now (a conditional GET, as the background refresh makes);
+        what happened: ``updated``, ``not_modified``, ``unchanged`` or ``failed`` (the
+        last good store keeps serving; listeners and the system log say why). A store not
+        read from a URL is a ``PolicyStoreError``."""
+        if self._refresher is None:
+            raise PolicyStoreError(
+                f"refresh_store: the store is not read from a URL ({self.store.source})"
+            )
+        outcome: str = self._refresher.refresh()
+        return outcome
+
+    def add_store_listener(self, listener: StoreListener) -> None:
+        """Call ``listener(event)`` with a :class:`~polang.engine.health.StoreEvent` when
+        a refreshed store is swapped in (``store_updated``) or a refresh fails
+        (``refresh_failed``). It runs on the refreshing thread, after the swap; what it
+        raises is logged (system log, ERROR) and never reaches a refresh or a decision."""
+        self._listeners.add(listener)
+
+    def remove_store_listener(self, listener: StoreListener) -> bool:
+        """Stop calling ``listener``; whether it was registered."""
+        return self._listeners.remove(listener)
+
+    def health(self) -> dict[str, Any]:
+        """The engine's health as plain, JSON-ready data for a readiness probe: the store
+        serving (id, version, when loaded), how refreshing goes (last success, last
+        failure and its reason), each trusted issuer's keys (their age, the last fetch
+        failure) and the context data; ``status`` is ``ok`` or ``degraded``
+        (:func:`polang.engine.health.health_report`)."""
+        with self._lock:
+            snap, loaded_at = self._snap, self._loaded_at
+        return health_report(snap, loaded_at, self._refresher, self._data)
+
+    # -- context data (Cedarling's data API) ------------------------------------------
+
+    def push_data(self, key: str, value: Any, ttl: float | None = None) -> None:
+        """Put ``value`` (JSON: objects, arrays, strings, whole numbers, booleans) under
+        ``key``: from now on every decision whose action declares ``data`` in its context
+        sees it as ``context.data.<key>``. ``ttl``: seconds (or a ``timedelta``) it lives;
+        ``None`` takes ``ENGINE_DATA_STORE_DEFAULT_TTL`` (unset: it never expires). A key
+        the schema's ``data`` records do not name, a value that does not fit the declared
+        type, a schema without ``data`` and every limit are a ``DataError``."""
+        self._data.push(key, value, ttl, self._snap.store.schema)
+
+    def get_data(self, key: str) -> Any:
+        """The value pushed under ``key`` (a copy), or ``None`` (never pushed, removed or
+        expired)."""
+        return self._data.get(key)
+
+    def get_data_entry(self, key: str) -> DataEntry | None:
+        """``key``'s entry with when it was pushed, when it expires and its size."""
+        return self._data.entry(key)
+
+    def remove_data(self, key: str) -> bool:
+        """Remove ``key``; whether it was there."""
+        return self._data.remove(key)
+
+    def clear_data(self) -> None:
+        """Remove every entry."""
+        self._data.clear()
+
+    def list_data(self) -> list[DataEntry]:
+        """Every live entry, by key (``entry.to_dict()`` is JSON-ready)."""
+        return self._data.list_entries()
 
     def close(self) -> None:
-        """Stop background refresh, write pending metrics and close HTTP clients."""
+        """Stop background refresh, send what the Lock's queues hold (within
+        ENGINE_LOCK_SHUTDOWN_TIMEOUT), write pending metrics and close HTTP clients."""
+        if self._lock_client is not None:
+            self._lock_client.close()
         if self._refresher is not None:
             self._refresher.stop()
         if self.logger.enabled:
             self.flush_metrics()
+        if self._telemetry is not None:
+            self._telemetry.close()
         self._snap.close_tokens()
+
+    def prefetch(self) -> dict[str, str | None]:
+        """Discover every trusted issuer and fetch its keys now (start-up warm-up, so no
+        request waits for them): issuer id -> ``None`` when its keys are in hand, else why
+        not. Failures are reported, never raised; tokens of a failed issuer retry by the
+        usual cooldown. ``AsyncEngine.ready()`` is the same without blocking a loop."""
+        snap = self._snap
+        if not snap.store.trusted_issuers:
+            return {}
+        return snap.tokens.prefetch()
 
     def __enter__(self) -> Engine:
         return self
@@ -200,8 +466,20 @@ class Engine:
         snap = self._snap
         request, facts = unsigned_request(snap, action, resource, context, principal)
         allow, reasons, errors = snap.authorizer.verdict(request, facts)
-        if not self.logger.enabled:  # nothing to log: the answer only
-            return new_result(allow, reserve_uuid7(), reasons, errors, None)
+        if not self.logger.enabled and self._lock_client is None:  # the answer only
+            result = new_result(allow, reserve_uuid7(), reasons, errors, None)
+            tel = self._telemetry
+            if tel is not None and tel.active():
+                self._report(
+                    snap,
+                    time.perf_counter() - started,
+                    result,
+                    request.action,
+                    request.resource,
+                    request.principal,
+                    None,
+                )
+            return result
         return self._result(
             snap,
             started,
@@ -397,6 +675,45 @@ class Engine:
             progress=progress,
         )
 
+    # -- plans (list endpoints) -------------------------------------------------------------
+
+    def plan(
+        self,
+        action: str | EntityUID,
+        resource_type: str,
+        principal: EntityInput | None = None,
+        context: Mapping[str, Any] | RecordValue | None = None,
+        *,
+        entities: Iterable[Mapping[str, Any] | Entity] = (),
+    ) -> Plan:
+        """Which rows of ``resource_type`` the policies allow ``principal`` to do
+        ``action`` on: ``always_allowed``, ``always_denied`` or a residual condition
+        over ``resource`` (docs/filtering.md). The request is read and checked as
+        ``authorize_unsigned`` reads it; ``entities`` are laid over the store's."""
+        from polang.analysis.plan import plan  # on first use: not a decision's start-up
+
+        snap = self._snap
+        facts = extra_entities(snap, entities)
+        puid, act, rtype, ctx, facts = plan_request(
+            snap, facts, action, resource_type, principal, context
+        )
+        return plan(snap.authorizer, act, rtype, facts, principal=puid, context=ctx)
+
+    def plan_multi_issuer(
+        self,
+        tokens: Sequence[TokenInput | Mapping[str, Any]],
+        action: str | EntityUID,
+        resource_type: str,
+        context: Mapping[str, Any] | RecordValue | None = None,
+    ) -> Plan:
+        """:meth:`plan` for a caller known by tokens, read as ``authorize_multi_issuer``
+        reads them (no principal; the tokens' entities and ``context.tokens``)."""
+        from polang.analysis.plan import plan  # on first use: not a decision's start-up
+
+        snap = self._snap
+        act, rtype, ctx, facts, _ = token_plan_request(snap, tokens, action, resource_type, context)
+        return plan(snap.authorizer, act, rtype, facts, context=ctx)
+
     # -- batches ----------------------------------------------------------------------------
 
     def authorize_unsigned_batch(
@@ -452,18 +769,34 @@ class Engine:
     ) -> list[BatchResult]:
         """Put each decided request's answer in its slot (and its log entry)."""
         elapsed: int | None = None
-        if self.logger.enabled and out:  # each request's share of the batch's time
+        if (self.logger.enabled or self._telemetry is not None) and out:  # each one's share
             elapsed = int((time.perf_counter() - started) * 1e6 / len(out))
-        if not self.logger.enabled:  # nothing to log: the answers only
-            for (i, _, (allow, reasons, errors), processed), reserved in zip(
+        if not self.logger.enabled and self._lock_client is None:  # the answers only
+            tel = self._telemetry
+            share = 0.0
+            if tel is not None and not tel.active():
+                tel = None
+            elif tel is not None and out:
+                share = (time.perf_counter() - started) / len(out)
+            for (i, request, (allow, reasons, errors), processed), reserved in zip(
                 todo, reserve_uuid7_many(len(todo)), strict=True
             ):
                 dropped = None if processed is None else list(processed.dropped)
-                out[i] = new_result(allow, reserved, reasons, errors, dropped)
+                out[i] = result = new_result(allow, reserved, reasons, errors, dropped)
+                if tel is not None:
+                    self._report(
+                        snap,
+                        share,
+                        result,
+                        request.action,
+                        request.resource,
+                        request.principal,
+                        dropped,
+                    )
             return out
-        # the decision log needs the ids' text now
+        # ids as bits here too: the decision log writes their text when read
         for (i, request, (allow, reasons, errors), processed), request_id in zip(
-            todo, uuid7_many(len(todo)), strict=True
+            todo, reserve_uuid7_many(len(todo)), strict=True
         ):
             out[i] = self._result(
                 snap,
@@ -498,49 +831,66 @@ class Engine:
         request_id: str | int | None = None,
     ) -> AuthorizeResult:
         """The answer, its decision log entry and metrics. ``request_id``: the batch's id
-        for the request (text, or reserved bits when nothing logs it), else one drawn."""
+        for the request (bits reserved by ``reserve_uuid7``), else one drawn; its text is
+        written when someone reads it (the result, the log)."""
         logged = self.logger.enabled
+        lock = self._lock_client
+        if lock is not None and lock.wants_decisions:
+            rid = reserve_uuid7() if request_id is None else request_id
+            lock.record_decision(
+                rid,
+                allow,
+                action,
+                resource,
+                principal,
+                reasons,
+                errors,
+                log_ids,
+                dropped,
+                int((time.perf_counter() - started) * 1e6) if elapsed_us is None else elapsed_us,
+                snap.store.id,
+                snap.store.version,
+            )
+            request_id = rid
+        tel = self._telemetry
+        if tel is not None and not tel.active():
+            tel = None
         if not logged:  # nothing to log: the id is written when read
             rid = reserve_uuid7() if request_id is None else request_id
-            return new_result(allow, rid, reasons, errors, dropped)
-        if type(request_id) is not str:
-            request_id = uuid7()
+            result = new_result(allow, rid, reasons, errors, dropped)
+            if tel is not None:
+                elapsed_s = (
+                    time.perf_counter() - started if elapsed_us is None else elapsed_us / 1e6
+                )
+                self._report(snap, elapsed_s, result, action, resource, principal, dropped)
+            return result
+        if request_id is None:  # bits: the log and the result write the text when read
+            request_id = reserve_uuid7()
         # the verdict's lists are its own (fresh per decision): the result takes them
         result = new_result(allow, request_id, reasons, errors, dropped)
         if logged:
             elapsed = (
                 int((time.perf_counter() - started) * 1e6) if elapsed_us is None else elapsed_us
             )
-            metrics = self.logger.metrics
-            metrics.increment("authorize_calls")
-            metrics.increment("allow" if allow else "deny")
-            if errors:
-                metrics.increment("policy_errors", len(errors))
-            if dropped:
-                metrics.increment("dropped_tokens", len(dropped))
-            metrics.observe("decision_time_micro_sec", elapsed)
-            token_ids = (
-                None
-                if log_ids is None
-                else {f"{t.mapping}#{t.index}": {t.claim: t.value} for t in log_ids}
-            )
-            self.logger.decision(
-                request_id=request_id,
-                decision=allow,
-                action=str(action),
-                resource=str(resource),
-                principal=str(principal) if principal is not None else None,
-                reason=list(reasons),
-                errors=errors,
-                tokens=token_ids,
-                dropped_tokens=[x.to_dict() for x in dropped or []],
-                decision_time_micro_sec=elapsed,
-                policystore_id=snap.store.id,
-                policystore_version=snap.store.version,
+            self.logger.decided(
+                request_id,
+                allow,
+                action,
+                resource,
+                principal,
+                reasons,
+                errors,
+                log_ids,
+                dropped,
+                elapsed,
+                snap.store.id,
+                snap.store.version,
             )
             now = time.monotonic()
             if now - self._last_metrics >= METRICS_INTERVAL:
                 self.flush_metrics()
+            if tel is not None:
+                self._report(snap, elapsed / 1e6, result, action, resource, principal, dropped)
         return result
 
     def flush_metrics(self) -> dict[str, Any] | None:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from polang.datalog.facts import EntityFacts, Request
 from polang.errors import EntityError, PolangError, RequestError, TokenError, ValidationError
+from polang.inputs.fields import closest
 from polang.language.entities import (
     Entity,
     EntityStore,
@@ -42,6 +43,7 @@ from polang.language.entities import (
     parse_entity,
     parse_entity_uid_json,
     parse_mapped_entity,
+    parse_value,
     same_entity,
 )
 from polang.language.parser import parse_entity_uid
@@ -158,19 +160,20 @@ def entity_or_reference(
 
 
 def read_part(
-    snap: Snapshot, value: Any, what: str, *, fast: bool = True
+    snap: Snapshot, value: Any, what: str, *, fast: bool = True, facts: EntityFacts | None = None
 ) -> tuple[EntityUID, list[Entity]]:
     """A decision's principal or resource: its uid, and the entity to lay over the store.
 
     A reference (``'T::"id"'``, ``{"type", "id"}``, ``{"__entity": ...}``, an
     ``EntityUID``) names an entity the store holds (a default entity, an action, a
     ``TrustedIssuer``), used as stored; one the store does not hold is an error.
-    ``fast``: as in :func:`entity_or_reference`.
+    ``fast``: as in :func:`entity_or_reference`; ``facts``: where a reference is looked
+    up (the store's entities when not given).
     """
     uid, ent = entity_or_reference(value, what, snap.store.schema, fast=fast)
     if ent is not None:
         return uid, [ent]
-    if snap.facts.get(uid) is None:
+    if (snap.facts if facts is None else facts).get(uid) is None:
         raise RequestError(
             f"{what}: {uid} is a reference, but the store has no entity {uid}; give the "
             'entity in full ({"uid": {"type", "id"}, "attrs": {...}, "parents": [...]}) '
@@ -219,6 +222,47 @@ def read_context(
     if context is None:
         return RecordValue()
     return context_record(context, schema, action, fast=fast)
+
+
+def data_context(
+    snap: Snapshot, context: Mapping[str, Any] | RecordValue | None, act: EntityUID
+) -> RecordValue | None:
+    """The context of a decision of ``act`` with ``context.data`` filled from the
+    engine's pushed data (:mod:`.data`), or ``None`` when none applies (nothing pushed,
+    or the action's context declares no ``data``): then the context is read as usual.
+
+    The caller's part is read by the action's context type without ``data``; a caller
+    that gives ``data`` itself while pushed data fills it is refused (one source)."""
+    data = snap.context_data
+    if data is None or not data.active:
+        return None
+    schema = snap.store.schema
+    view = data.record_for(schema, act)
+    if view is None:
+        return None
+    record, rest = view
+    if context is None:
+        fields: dict[str, Any] = {}
+    elif isinstance(context, RecordValue):
+        fields = dict(context.fields)
+    elif isinstance(context, Mapping):
+        obj = context if type(context) is dict else dict(context)
+        if "data" in obj:
+            fields = {"data": None}  # refused below, before anything is read
+        else:
+            try:
+                fields = dict(parse_value(obj, rest, path="$.context", schema=schema).fields)
+            except EntityError as e:
+                raise RequestError(f"context: {e}") from None
+    else:
+        raise RequestError(f"context: expected an object, got {type(context).__name__}")
+    if "data" in fields:
+        raise RequestError(
+            "context: the key 'data' is filled from the data pushed with push_data "
+            "(context.data); a request may not give it too"
+        )
+    fields["data"] = record
+    return RecordValue(fields)
 
 
 def query_context(
@@ -371,12 +415,17 @@ def unsigned_request(
         else:
             puid, pents = read_part(snap, principal, "principal", fast=False)
             request_entities.extend(pents)
-    ctx = fast_context(context, schema, act) if type(context) is dict else None
+    data = snap.context_data  # pushed data (push_data) fills context.data
+    ctx = data_context(snap, context, act) if data is not None and data.present else None
+    filled = ctx is not None
+    if ctx is None:
+        ctx = fast_context(context, schema, act) if type(context) is dict else None
     if ctx is None:
         ctx = read_context(context, act, schema, fast=False)
     # a context parsed from JSON by the action's type is checked already (when its type
-    # leaves nothing to validation); None and a caller's RecordValue are not
-    parsed = context is not None and not isinstance(context, RecordValue)
+    # leaves nothing to validation); None and a caller's RecordValue are not, but pushed
+    # data is read by its declared type (around None, the whole context was parsed)
+    parsed = (filled or context is not None) and not isinstance(context, RecordValue)
     if not (
         parsed and (act, None if puid is None else puid[0], ruid[0]) in snap.clean_checks
     ):  # (the clean check kept per snapshot, looked up inline: once per request)
@@ -431,11 +480,13 @@ def token_context(
     snap: Snapshot, context: Mapping[str, Any] | RecordValue | None, act: EntityUID
 ) -> RecordValue:
     """The caller's part of a multi-issuer context (``tokens`` is the engine's)."""
+    given = context
     if act in snap.tokens_required:
         # `tokens: {...}` declared required: parse the caller's part with a stand-in
         # (the engine fills the field), so a required field is not reported missing
-        return read_context(with_tokens_stand_in(context), act, snap.store.schema)
-    return read_context(context, act, snap.store.schema)
+        given = with_tokens_stand_in(context)
+    ctx = data_context(snap, given, act)  # pushed data (push_data) fills context.data
+    return read_context(given, act, snap.store.schema) if ctx is None else ctx
 
 
 def token_request(
@@ -452,14 +503,27 @@ def token_request(
     check_multi_issuer_schema(snap, act)
     check_no_tokens_key(context)
     ruid, res = read_part(snap, resource, "resource")
+    ctx, processed = token_inputs(snap, tokens, act, ruid, context)
+    request = Request(None, act, ruid, ctx)
+    return request, snap.facts.with_entities([*processed.entities, *res]), processed
+
+
+def token_inputs(
+    snap: Snapshot,
+    tokens: Sequence[TokenInput | Mapping[str, Any]],
+    act: EntityUID,
+    ruid: EntityUID,
+    context: Mapping[str, Any] | RecordValue | None,
+) -> tuple[RecordValue, ProcessedTokens]:
+    """The tokens validated and made entities, and the context with ``tokens`` filled,
+    checked against the schema for a resource ``ruid``."""
     processed = snap.tokens.process(tokens)
     processed.require_any()
     ctx = token_context(snap, context, act)
     check_request(snap, None, act, ruid, ctx)
     fields = dict(ctx.fields)
     fields["tokens"] = processed.context_tokens
-    request = Request(None, act, ruid, RecordValue(fields))
-    return request, snap.facts.with_entities([*processed.entities, *res]), processed
+    return RecordValue(fields), processed
 
 
 # ---------------------------------------------------------------- queries
@@ -533,3 +597,85 @@ class _GivenOverStore(Mapping[EntityUID, tuple[Entity, str]]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+
+# ---------------------------------------------------------------- plans (list endpoints)
+
+
+def plan_resource_type(snap: Snapshot, resource_type: object) -> str:
+    """A plan's resource type: an entity type name, one the schema declares when it
+    declares any (a misspelt one gets a did-you-mean, never a plan that allows nothing)."""
+    if not isinstance(resource_type, str):
+        raise RequestError(
+            "resource_type: expected an entity type name like 'Ns::Document', got "
+            f"{type(resource_type).__name__}"
+        )
+    types = snap.store.schema.entity_types
+    if resource_type in types:
+        return resource_type
+    if types:  # (looked up before anything is parsed: a hostile name costs nothing)
+        hint = closest(resource_type, types) if len(resource_type) <= _SHOWN else None
+        raise RequestError(
+            f"resource_type: the schema declares no entity type {_shown(resource_type)}"
+            + (f"; did you mean {hint!r}?" if hint else "")
+        )
+    try:  # no schema: any name the language can write
+        return parse_reference_text(f'{resource_type}::""').type
+    except RequestError:
+        raise RequestError(
+            f"resource_type: {_shown(resource_type)} is not an entity type name like 'Ns::Document'"
+        ) from None
+
+
+def type_placeholder(schema: Schema, resource_type: str) -> EntityUID:
+    """A uid of ``resource_type`` for the schema check of a plan's request (whose
+    resource is every row): an enumerated type's first member, else any id."""
+    et = schema.entity_types.get(resource_type)
+    enum = None if et is None else et.enum
+    return EntityUID(resource_type, enum[0] if enum else "")
+
+
+def plan_request(
+    snap: Snapshot,
+    facts: EntityFacts,
+    action: str | EntityUID,
+    resource_type: object,
+    principal: EntityInput | None,
+    context: Mapping[str, Any] | RecordValue | None,
+) -> tuple[EntityUID | None, EntityUID, str, RecordValue, EntityFacts]:
+    """A plan's request read and checked as ``authorize_unsigned`` reads and checks
+    one (the principal in every form, the context, pushed data, the schema check), the
+    resource a type: ``(principal, action, resource type, context, facts)``."""
+    schema = snap.store.schema
+    act = read_action(action)
+    rtype = plan_resource_type(snap, resource_type)
+    puid: EntityUID | None = None
+    if principal is not None:
+        puid, pents = read_part(snap, principal, "principal", facts=facts)
+        if pents:
+            facts = facts.with_entities(pents)
+    data = snap.context_data  # pushed data (push_data) fills context.data
+    ctx = data_context(snap, context, act) if data is not None and data.present else None
+    if ctx is None:
+        ctx = read_context(context, act, schema)
+    check_request(snap, puid, act, type_placeholder(schema, rtype), ctx)
+    return puid, act, rtype, ctx, facts
+
+
+def token_plan_request(
+    snap: Snapshot,
+    tokens: Sequence[TokenInput | Mapping[str, Any]],
+    action: str | EntityUID,
+    resource_type: object,
+    context: Mapping[str, Any] | RecordValue | None,
+) -> tuple[EntityUID, str, RecordValue, EntityFacts, ProcessedTokens]:
+    """A plan's request from tokens, as ``authorize_multi_issuer`` reads one:
+    ``(action, resource type, context, facts, processed tokens)``."""
+    check_token_list(tokens)
+    act = read_action(action)
+    check_multi_issuer_schema(snap, act)
+    check_no_tokens_key(context)
+    rtype = plan_resource_type(snap, resource_type)
+    ruid = type_placeholder(snap.store.schema, rtype)
+    ctx, processed = token_inputs(snap, tokens, act, ruid, context)
+    return act, rtype, ctx, snap.facts.with_entities(processed.entities), processed

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     import ssl
 
     from polang.config import Config
+    from polang.engine.data import ContextData
+    from polang.http import FetchObserver
     from polang.logs import Logger
     from polang.store.model import PolicyStore
     from polang.tokens.processor import TokenProcessor
@@ -34,12 +36,18 @@ if TYPE_CHECKING:
 __all__ = ["Snapshot", "build_snapshot", "store_authorizer", "store_facts", "token_settings"]
 
 
-def token_settings(config: Config, ssl_context: ssl.SSLContext | None = None) -> TokenSettings:
-    """The token layer's view of the configuration."""
+def token_settings(
+    config: Config,
+    ssl_context: ssl.SSLContext | None = None,
+    fetch_observer: FetchObserver | None = None,
+) -> TokenSettings:
+    """The token layer's view of the configuration (``fetch_observer``: the engine's
+    telemetry, told of each fetch)."""
     from polang.tokens.settings import TokenSettings
 
     return TokenSettings(
         ssl_context=ssl_context,
+        fetch_observer=fetch_observer,
         sig_validation=config.jwt_sig_validation,
         status_validation=config.jwt_status_validation,
         algorithms=tuple(config.jwt_signature_algorithms_supported),
@@ -66,6 +74,7 @@ class Snapshot(Record):
         "authorizer",
         "clean_checks",
         "clean_contexts",
+        "context_data",
         "facts",
         "lock",
         "make_tokens",
@@ -101,6 +110,9 @@ class Snapshot(Record):
     it reaches ``requests.CLEAN_CONTEXTS_MAX`` entries."""
     strict: bool
     """``ENGINE_STRICT_SCHEMA_VALIDATION``: requests are checked against the schema."""
+    context_data: ContextData | None
+    """The engine's pushed data (``push_data``), which fills ``context.data`` (it outlives
+    the snapshot: the engine hands it to each one)."""
 
     def __init__(
         self,
@@ -116,6 +128,7 @@ class Snapshot(Record):
         clean_checks: dict[tuple[EntityUID, str | None, str], bool] | None = None,
         clean_contexts: dict[tuple[EntityUID, str | None, str, RecordValue], bool] | None = None,
         strict: bool = True,
+        context_data: ContextData | None = None,
     ) -> None:
         self.store = store
         self.authorizer = authorizer
@@ -129,6 +142,7 @@ class Snapshot(Record):
         self.clean_checks = {} if clean_checks is None else clean_checks
         self.clean_contexts = {} if clean_contexts is None else clean_contexts
         self.strict = strict
+        self.context_data = context_data
 
     @property
     def tokens(self) -> TokenProcessor:
@@ -196,8 +210,11 @@ def build_snapshot(
     config: Config,
     ssl_context: ssl.SSLContext | None = None,
     logger: Logger | None = None,
+    *,
+    fetch_observer: FetchObserver | None = None,
 ) -> Snapshot:
-    """Everything derived from a store, checked in full before it is used."""
+    """Everything derived from a store, checked in full before it is used
+    (``fetch_observer``: told of each fetch the token layer makes)."""
     strict = config.strict_schema_validation
     if strict:
         from polang.language.validate import check_policies
@@ -210,7 +227,7 @@ def build_snapshot(
     def make_tokens() -> TokenProcessor:
         from polang.tokens.processor import TokenProcessor
 
-        settings = token_settings(config, ssl_context)
+        settings = token_settings(config, ssl_context, fetch_observer)
         return TokenProcessor(issuers, settings, store.schema, log=log)
 
     if not issuers:

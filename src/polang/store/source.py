@@ -10,12 +10,16 @@
 | ``ENGINE_POLICY_STORE_LOCAL_FN`` ``*.yaml/.yml``| legacy YAML file            |
 | ``ENGINE_POLICY_STORE_LOCAL`` (inline text)     | legacy JSON or YAML text    |
 | bytes (``archive_bytes``)                       | archive in memory           |
+| ``ENGINE_LOCK`` with ``ENGINE_POLICY_STORE_ID`` | from the Lock: archive or legacy JSON |
+
+A store from the Lock is an archive when its body starts as a ZIP file, else legacy JSON.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 from urllib.parse import urlsplit
@@ -34,6 +38,9 @@ from polang.store.raw import RawStore
 if TYPE_CHECKING:  # annotations only: ssl is imported by the HTTP client that uses it
     import ssl
 
+    from polang.http import FetchObserver
+    from polang.store.remote import Fetched, Validators
+
 _set = object.__setattr__
 
 SourceKind = Literal[
@@ -45,20 +52,28 @@ SourceKind = Literal[
     "legacy_url",
     "inline",
     "archive_bytes",
+    "lock_url",
 ]
-REMOTE_KINDS = ("archive_url", "legacy_url")
+REMOTE_KINDS = ("archive_url", "legacy_url", "lock_url")
+_ACCEPT = {
+    "archive_url": "application/zip, application/octet-stream",
+    "legacy_url": "application/json",
+    "lock_url": "application/zip, application/json",
+}
+"""What a URL source asks for (``Accept``)."""
 
 
 class PolicyStoreSource(Record):
     """One store source. Build it with the constructors; :meth:`load` reads it."""
 
-    __slots__ = ("data", "kind", "location", "text")
+    __slots__ = ("_headers", "data", "kind", "location", "text")
     _unshown: ClassVar[tuple[str, ...]] = ("text", "data")
     kind: SourceKind
     location: str
     """Path, URL or a short label; empty for inline text and bytes."""
     text: str | None
     data: bytes | None
+    _headers: Callable[[], Mapping[str, str]] | None
 
     def __init__(
         self,
@@ -71,6 +86,7 @@ class PolicyStoreSource(Record):
         _set(self, "location", location)
         _set(self, "text", text)
         _set(self, "data", data)
+        _set(self, "_headers", None)
 
     @classmethod
     def directory(cls, path: str | os.PathLike[str]) -> PolicyStoreSource:
@@ -92,6 +108,15 @@ class PolicyStoreSource(Record):
         """A URL whose path ends in ``.parc`` is an archive; anything else legacy JSON."""
         path = urlsplit(url).path
         return cls("archive_url" if path.lower().endswith(".parc") else "legacy_url", url)
+
+    @classmethod
+    def lock(cls, url: str, headers: Callable[[], Mapping[str, str]]) -> PolicyStoreSource:
+        """A store served by a Lock server: ``headers()`` gives each fetch its credentials
+        (called per fetch, so a refreshed token is used); the body is an archive when it
+        starts as a ZIP file, else legacy JSON."""
+        source = cls("lock_url", url)
+        _set(source, "_headers", headers)
+        return source
 
     @classmethod
     def inline(cls, text: str) -> PolicyStoreSource:
@@ -178,14 +203,50 @@ class PolicyStoreSource(Record):
         assert raw is not None
         return raw
 
+    def fetch_if_changed(
+        self,
+        config: Config,
+        validators: Validators | None = None,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        observer: FetchObserver | None = None,
+    ) -> Fetched:
+        """A URL source's body, fetched conditionally on ``validators`` (the refresher's:
+        a ``304`` is a :class:`~polang.store.remote.Fetched` without a body); raises
+        ``PolicyStoreLoadError`` (kind ``fetch``). Only for URL sources. ``observer``
+        is told of the fetch (the engine's telemetry)."""
+        from polang.store.remote import Validators, fetch_if_changed  # httpx: URL sources
+
+        return fetch_if_changed(
+            self.location,
+            config,
+            validators or Validators(),
+            accept=_ACCEPT[self.kind],
+            ssl_context=ssl_context,
+            headers=self._headers() if self._headers is not None else None,
+            observer=observer,
+        )
+
     def _read(
-        self, config: Config, ssl_context: ssl.SSLContext | None = None, *, strict: bool = False
+        self,
+        config: Config,
+        ssl_context: ssl.SSLContext | None = None,
+        *,
+        strict: bool = False,
+        body: bytes | None = None,
     ) -> tuple[RawStore | None, Problems]:
         problems = Problems(self.describe(), strict=strict)
         raw: RawStore | None = None
         label = Path(self.location).name if self.kind.endswith("_file") else self.location
+        kind: str = self.kind
+        fetched: bytes | None = body  # a URL source's body, when the caller fetched it
+        if fetched is None and kind in REMOTE_KINDS:
+            fetched = self.fetch_if_changed(config, ssl_context=ssl_context).body
+        if kind == "lock_url":
+            fetched = fetched or b""
+            kind = "archive_bytes" if fetched[:4] in ZIP_MAGIC else "lock_json"
 
-        if self.kind == "directory":
+        if kind == "directory":
             root = Path(self.location)
             if not root.is_dir():
                 problems.fail("source", self.location, "not a directory")
@@ -198,20 +259,11 @@ class PolicyStoreSource(Record):
                 config=config,
                 problems=problems,
             )
-        elif self.kind in ("archive_file", "archive_url", "archive_bytes"):
-            if self.kind == "archive_file":
+        elif kind in ("archive_file", "archive_url", "archive_bytes"):
+            if kind == "archive_file":
                 data = _read_file(self.location, problems)
-            elif self.kind == "archive_url":
-                from polang.store.remote import fetch_bytes  # httpx: only for URL sources
-
-                data = fetch_bytes(
-                    self.location,
-                    config,
-                    accept="application/zip, application/octet-stream",
-                    ssl_context=ssl_context,
-                )
             else:
-                data = self.data or b""
+                data = fetched if fetched is not None else self.data or b""
             got = read_archive(data, label=label, problems=problems)
             if got is None:
                 problems.raise_if_any()
@@ -226,17 +278,15 @@ class PolicyStoreSource(Record):
             )
         else:
             fmt: Literal["json", "yaml"] = "json"
-            if self.kind in ("legacy_json_file", "legacy_yaml_file"):
+            if kind in ("legacy_json_file", "legacy_yaml_file"):
                 text = decode_text(
                     _read_file(self.location, problems), file=label, problems=problems
                 )
-                fmt = "yaml" if self.kind == "legacy_yaml_file" else "json"
-            elif self.kind == "legacy_url":
-                from polang.store.remote import fetch_bytes  # httpx: only for URL sources
-
-                body = fetch_bytes(
-                    self.location, config, accept="application/json", ssl_context=ssl_context
-                )
+                fmt = "yaml" if kind == "legacy_yaml_file" else "json"
+            elif kind == "lock_json":
+                text = decode_text(fetched or b"", file=label, problems=problems)
+            elif kind == "legacy_url":
+                body = fetched or b""
                 if body[:4] in ZIP_MAGIC:
                     problems.fail(
                         "source",
@@ -267,8 +317,12 @@ class PolicyStoreSource(Record):
         *,
         ssl_context: ssl.SSLContext | None = None,
         strict: bool = False,
+        body: bytes | None = None,
     ) -> PolicyStore:
         """Read, parse and check the whole store; ``PolicyStoreLoadError`` otherwise.
+
+        ``body``: a URL source's body fetched already (:meth:`fetch_if_changed`, the
+        refresher's conditional GET), read instead of fetching again.
 
         ``ssl_context`` replaces the default HTTPS trust for URL sources (private CAs).
         What does not reject the store (unknown fields, SHA-1 manifest checksums) is in the
@@ -276,7 +330,7 @@ class PolicyStoreSource(Record):
         unknown fields errors instead (``polang store validate --strict``).
         """
         config = config or Config()
-        raw, problems = self._read(config, ssl_context, strict=strict)
+        raw, problems = self._read(config, ssl_context, strict=strict, body=body)
         if raw is None:
             problems.raise_if_any()
             problems.fail("source", self.location, "the store could not be read")

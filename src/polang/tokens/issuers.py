@@ -24,12 +24,14 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from polang._flight import FetchPending, Flight, deferring
 from polang.errors import ConfigError
 from polang.http import Fetcher, FetchError, cache_control_max_age, short_url
 from polang.inputs.files import InputFileError, read_regular_file
 from polang.jsonlimits import loads
 from polang.tokens.records import IssuerSettings
 from polang.tokens.settings import ALL_ALGORITHMS, WELL_KNOWN_SUFFIX, TokenSettings
+from polang.tokens.signatures import check_key
 
 if TYPE_CHECKING:
     import jwt
@@ -240,7 +242,6 @@ def parse_jwks(
         raise ValueError(f"{where}: expected a JWKS object with a 'keys' array")
     if len(raw) > MAX_JWKS_KEYS:
         raise ValueError(f"{where}: {len(raw)} keys, more than MAX_JWKS_KEYS ({MAX_JWKS_KEYS})")
-    import jwt
     from jwt.exceptions import PyJWTError
 
     keys: list[JsonWebKey] = []
@@ -274,7 +275,7 @@ def parse_jwks(
         try:
             reason = _refusal(entry, fetched)
             if reason is None:  # load the key once, so a bad key fails here, not per token
-                jwt.PyJWK(entry.data)
+                check_key(entry.data)
         except (PyJWTError, ValueError, TypeError, KeyError) as e:
             reason = f"not a valid {kty} key ({e})"
         if reason is not None:
@@ -330,6 +331,8 @@ class IssuerKeys:
     ``kid`` that may have just been rotated in) waits for the one in flight, which the
     fetch deadline bounds. Every fetch, failed or not, starts the
     ``ENGINE_JWKS_MIN_REFRESH_INTERVAL`` cooldown, so tokens cannot multiply requests.
+    Under :func:`polang._flight.deferred` (the async API) nothing here blocks: starting or
+    waiting for a fetch raises :class:`~polang._flight.FetchPending` instead.
     """
 
     def __init__(
@@ -347,7 +350,7 @@ class IssuerKeys:
         self._fetcher = fetcher
         self._clock = clock
         self._lock = threading.Lock()
-        self._inflight: threading.Event | None = None
+        self._inflight: Flight | None = None
         self.local = local_keys is not None
         self.expected_issuer = issuer_from_endpoint(settings.openid_configuration_endpoint)
         self.endpoint_host = url_host(settings.openid_configuration_endpoint)
@@ -360,6 +363,8 @@ class IssuerKeys:
         self._last_attempt = -math.inf
         self._last_kid_refetch = -math.inf
         self._last_error: KeyLookupError | None = None
+        self._keys_at: float | None = None  # clock time the keys in hand were fetched
+        self._last_failure: tuple[float, str] | None = None  # kept after a later success
         self.fetch_count = 0  # JWKS fetches
         self.discovery_count = 0  # discovery fetches
 
@@ -469,6 +474,41 @@ class IssuerKeys:
     def last_error(self) -> str | None:
         return self._last_error.message if self._last_error else None
 
+    def health(self) -> dict[str, Any]:
+        """Plain data for ``engine.health()``: the keys held, their age, the last failure."""
+        with self._lock:
+            keys = len(self._keys or ())
+            keys_at = self._keys_at
+            failure = self._last_failure
+            failing = self._last_error is not None
+        now = self._clock()
+        return {
+            "name": self.settings.name,
+            "issuer": self.identifier,
+            "local_keys": self.local,
+            "contacted": self.discovery_count + self.fetch_count > 0,
+            "keys": keys,
+            "keys_age_seconds": None if keys_at is None else round(max(0.0, now - keys_at), 3),
+            "failing": failing,
+            "last_failure_seconds_ago": (
+                None if failure is None else round(max(0.0, now - failure[0]), 3)
+            ),
+            "last_failure_reason": None if failure is None else failure[1],
+        }
+
+    @property
+    def key_count(self) -> int:
+        """Usable keys held now (0 before the first good fetch)."""
+        with self._lock:
+            return len(self._keys or ())
+
+    def readiness(self) -> str | None:
+        """``None`` when this issuer's keys are in hand, else why not (a start-up report)."""
+        error = self.last_error
+        if error is None and not self.local and self.key_count == 0:
+            error = f"issuer {self.settings.issuer_id!r}: no signing keys fetched yet"
+        return error
+
     def _sync(self, wanted: Callable[[float], bool]) -> None:
         """Start a fetch if ``wanted(now)`` says so (asked under the lock), or wait for the
         one in flight. The lock is never held while fetching."""
@@ -479,20 +519,28 @@ class IssuerKeys:
                 if not wanted(now):
                     return
                 self._last_attempt = now
-                inflight = self._inflight = threading.Event()
+                inflight = self._inflight = Flight()
                 owner = True
             else:
                 owner = False
         if not owner:
+            if deferring():
+                raise FetchPending(inflight, None)
             # the fetch in flight ends by its own deadline; the margin covers parsing
             inflight.wait(self._ts.http_timeout + 5.0)
             return
+        if deferring():
+            raise FetchPending(inflight, lambda: self._fly(now, inflight))
+        self._fly(now, inflight)
+
+    def _fly(self, now: float, flight: Flight) -> None:
+        """Run the fetch ``flight`` stands for, then let its waiters go."""
         try:
             self._refresh(now)
         finally:
             with self._lock:
                 self._inflight = None
-            inflight.set()
+            flight.finish()
 
     def _discover(self) -> tuple[str, str]:
         """(issuer, jwks_uri) from the discovery document; raises :class:`KeyLookupError`."""
@@ -501,7 +549,7 @@ class IssuerKeys:
         with self._lock:
             self.discovery_count += 1
         try:
-            doc = self._fetcher.get(endpoint).json()
+            doc = self._fetcher.get(endpoint, kind="discovery").json()
         except FetchError as e:
             raise KeyLookupError(
                 "signature", f"issuer {self.settings.issuer_id!r}: discovery failed: {e}"
@@ -544,7 +592,7 @@ class IssuerKeys:
             with self._lock:
                 self.fetch_count += 1
             try:
-                result = self._fetcher.get(jwks_uri)
+                result = self._fetcher.get(jwks_uri, kind="jwks")
                 keys, refused = parse_jwks(result.json(), short_url(jwks_uri), fetched=True)
             except (FetchError, ValueError) as e:
                 with self._lock:
@@ -555,6 +603,7 @@ class IssuerKeys:
         except KeyLookupError as e:
             with self._lock:
                 self._last_error = e
+                self._last_failure = (self._clock(), e.message)
             return
         max_age = cache_control_max_age(result.headers)
         ttl = self._ts.jwks_refresh_interval if max_age is None else max_age
@@ -566,6 +615,7 @@ class IssuerKeys:
             self._refused = refused
             self._expires_at = now + ttl
             self._last_error = None
+            self._keys_at = self._clock()
         if self._warn is not None:  # once per refused key, not once per refetch
             for r in refused:
                 if (r.kid, r.reason) not in before:

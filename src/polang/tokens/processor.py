@@ -17,13 +17,22 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from polang.errors import RequestError, bound_message
+from polang.errors import RequestError, TokenError, bound_message
 from polang.http import Fetcher
+from polang.inputs.fields import closest, json_kind
 from polang.language.entities import Entity
 from polang.language.schema import STRING, RecordType, Schema, has_name_shape
 from polang.language.values import LONG_MAX, LONG_MIN, EntityUID, RecordValue, Value
 from polang.tokens.cache import TokenCache, cache_key
-from polang.tokens.claims import ClaimError, claim_attributes, first_text, roles_from
+from polang.tokens.claim_paths import Miss, TooManyNestedTags, locate, nested_tags, resolve
+from polang.tokens.claims import (
+    ScopeLimitError,
+    check_scopes,
+    claim_attributes,
+    first_text,
+    roles_from,
+    tag_value,
+)
 from polang.tokens.issuers import IssuerKeys, IssuerRegistry, issuer_from_endpoint, url_host
 from polang.tokens.jwt_checks import (
     check_audience,
@@ -42,7 +51,7 @@ from polang.tokens.model import (
 )
 from polang.tokens.records import IssuerSettings, TokenMetadata
 from polang.tokens.settings import TokenSettings
-from polang.tokens.status_list import StatusListChecker
+from polang.tokens.status_list import StatusListChecker, StatusUnavailable
 
 # The attributes every token entity may carry; claims never overwrite them. ``issuer``
 # (the ``iss`` claim as text) is set only where the schema declares it, as Cedarling's
@@ -152,12 +161,9 @@ def check_token_inputs(tokens: Sequence[object]) -> None:
         else:  # not repr(): a nested key could be arbitrarily deep
             shown = f"of type {type(key).__name__}"
         hint = ""
-        if isinstance(key, str) and len(key) <= 100:
-            from difflib import get_close_matches
-
-            close = get_close_matches(key.lower(), TOKEN_INPUT_KEYS, n=1, cutoff=0.6)
-            if close:
-                hint = f"; did you mean {close[0]!r}?"
+        near = closest(key.lower(), TOKEN_INPUT_KEYS) if isinstance(key, str) else None
+        if near:
+            hint = f"; did you mean {near!r}?"
         more = f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""
         raise RequestError(
             f"tokens[{index}]: unknown key {shown}{more}: a token is "
@@ -191,6 +197,13 @@ def _at_index(tok: ProcessedToken, index: int) -> ProcessedToken:
     return out
 
 
+def _role_names(v: Any) -> bool:
+    """Whether a role claim holds role names: a string, or an array with one."""
+    if isinstance(v, str):
+        return bool(v)
+    return isinstance(v, list) and any(isinstance(r, str) and r for r in v)
+
+
 def _mapping_of(item: object) -> str:
     m = item.get("mapping") if isinstance(item, Mapping) else getattr(item, "mapping", None)
     return m if isinstance(m, str) else ""
@@ -221,12 +234,19 @@ class TokenProcessor:
         self._log = log
         # ``fetcher``: a client the caller owns and shares (e.g. across store refreshes)
         self._owns_http = fetcher is None
-        self.http = fetcher or Fetcher(self.settings.fetch_limits(), self.settings.ssl_context)
+        self.http = fetcher or Fetcher(
+            self.settings.fetch_limits(),
+            self.settings.ssl_context,
+            observer=self.settings.fetch_observer,
+        )
         self.registry = IssuerRegistry(issuers, self.settings, self.http, clock, self._warn)
         self.status = StatusListChecker(self.settings, self.http, clock)
         self.cache: TokenCache[ProcessedToken] = TokenCache(
             self.settings.token_cache_capacity, self.settings.token_cache_max_ttl
         )
+        # (issuer id, token name, field, path) already reported as matching nothing: the
+        # system log hears of each once per loaded store, not once per token
+        self._unmatched_warned: set[tuple[str, str, str, str]] = set()
 
     # ------------------------------------------------------------ public
 
@@ -243,8 +263,24 @@ class TokenProcessor:
         out: dict[str, str | None] = {}
         for k in self.registry.issuers:
             k.prefetch()
-            out[k.settings.issuer_id] = k.last_error
+            out[k.settings.issuer_id] = k.readiness()
         return out
+
+    def push_status_list(self, text: str) -> str:
+        """A status list JWT pushed to the engine (a Lock server's ``STATUS_LIST`` event):
+        its ``iss`` must be a trusted issuer, whose keys verify it; it then replaces that
+        list in the cache at once. Returns the list's URI; a ``TokenError`` says why not."""
+        try:
+            iss = decode_unverified(text).payload.get("iss")
+            if not isinstance(iss, str) or not iss:
+                raise StatusUnavailable("the list has no 'iss'")
+            verify = self.settings.sig_validation
+            found = self.registry.find(iss, discover=verify)
+            if not found:
+                raise StatusUnavailable(f"{iss[:200]!r} is not a trusted issuer")
+            return self.status.push(text, found[0], verify)
+        except (StatusUnavailable, TokenDrop) as e:
+            raise TokenError(f"pushed status list refused: {e}") from None
 
     def close(self) -> None:
         """Let go of the HTTP client (fetches in flight finish first); a shared one stays."""
@@ -373,7 +409,11 @@ class TokenProcessor:
         meta: TokenMetadata,
         now: float,
     ) -> ProcessedToken:
-        raw_id = claims.get(meta.token_id)
+        try:
+            check_scopes(claims)
+        except ScopeLimitError as e:
+            raise TokenDrop("invalid_input", str(e)) from None
+        raw_id = resolve(claims, meta.token_id)
         if raw_id is None:
             raise TokenDrop(
                 "missing_claim",
@@ -396,11 +436,23 @@ class TokenProcessor:
         rest = {k: v for k, v in claims.items() if k not in skip}
         fixed = FIXED_ATTRIBUTES if "issuer" in attrs else _FIXED_BUT_ISSUER
         fixed_clash = {k: rest.pop(k) for k in fixed & rest.keys()}
-        extra, tags, unfit = self._claim_attributes(rest, shape, meta)
+        unfit: dict[str, str] = {}
+        extra, tags = claim_attributes(
+            rest, shape, meta.claim_mapping, self.schema, frozenset(), unfit=unfit
+        )
         attrs.update(extra)
         for k, v in fixed_clash.items():  # a claim named like a fixed attribute stays a tag
             _, t = claim_attributes({k: v}, None, {}, None, frozenset())
             tags.update(t)
+        try:  # the keys of object claims, by path: getTag("realm_access.roles")
+            nested = nested_tags(claims, skip)
+        except TooManyNestedTags as e:
+            raise TokenDrop("invalid_input", str(e)) from None
+        for path, value in nested.items():
+            tag = tag_value(value)
+            if tag is not None:
+                tags[path] = tag
+        self._report_unmatched(claims, meta, issuer, token_name, mapping, index)
         if shape is not None:
             lacking = [n for n, a in shape.attributes.items() if a.required and n not in attrs]
             if lacking:
@@ -424,8 +476,8 @@ class TokenProcessor:
             entity=entity,
             context_key=context_key(issuer_part, etype),
             roles=tuple(roles_from(claims, meta.role_mapping)),
-            user_id=first_text(claims.get(meta.user_id)),
-            workload_id=first_text(claims.get(meta.workload_id)),
+            user_id=first_text(resolve(claims, meta.user_id)),
+            workload_id=first_text(resolve(claims, meta.workload_id)),
         )
 
     @staticmethod
@@ -460,32 +512,40 @@ class TokenProcessor:
                 out.pop(name, None)
         return out
 
-    def _claim_attributes(
-        self, claims: dict[str, Any], shape: RecordType | None, meta: TokenMetadata
-    ) -> tuple[dict[str, Value], dict[str, Value], dict[str, str]]:
-        """Claims as (attributes, tags, claims that do not fit). A claim that does not fit
-        the attribute declared for it (or its claim mapping) is left out of the attributes
-        and kept as a tag; the caller logs it, or drops the token if the attribute is
-        required."""
-        try:
-            attrs, tags = claim_attributes(
-                claims, shape, meta.claim_mapping, self.schema, frozenset()
+    def _report_unmatched(
+        self,
+        claims: Mapping[str, Any],
+        meta: TokenMetadata,
+        issuer: IssuerKeys | None,
+        token_name: str,
+        mapping: str,
+        index: int,
+    ) -> None:
+        """Warn when a ``role_mapping`` path the store sets, or a ``claim_mapping`` key,
+        finds nothing usable in a token: once per path and loaded store (a provider that
+        never sends the claim would otherwise fill the log, one line per token)."""
+        issuer_id = issuer.settings.issuer_id if issuer is not None else ""
+        paths = (
+            [("role_mapping", p) for p in meta.role_mapping] if meta.role_mapping_explicit else []
+        )
+        paths += [("claim_mapping", p) for p in meta.claim_mapping]
+        for field_name, path in paths:
+            key = (issuer_id, token_name, field_name, path)
+            if key in self._unmatched_warned:
+                continue
+            found = locate(claims, path)
+            if isinstance(found, Miss):
+                why = found.describe()
+            elif field_name == "role_mapping" and not _role_names(found):
+                why = f"it is {json_kind(found)}, not a role name or an array of them"
+            else:
+                continue
+            self._unmatched_warned.add(key)
+            self._warn(
+                f"issuer {issuer_id!r}, token {token_name!r}: {field_name} path {path!r} "
+                f"matched nothing in token {index} ({mapping}): {why}; said once per path "
+                "until the store is reloaded"
             )
-            return attrs, tags, {}
-        except ClaimError:
-            pass  # find the claims that do not fit, one at a time (the rare path)
-        attrs, tags, unfit = {}, {}, {}
-        for name, raw in claims.items():
-            one = {name: raw}
-            try:
-                a, t = claim_attributes(one, shape, meta.claim_mapping, self.schema, frozenset())
-            except ClaimError as e:
-                _, t = claim_attributes(one, None, {}, None, frozenset())
-                a = {}
-                unfit[name] = str(e)
-            attrs.update(a)
-            tags.update(t)
-        return attrs, tags, unfit
 
     def _warn(self, message: str) -> None:
         if self._log is not None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from polang._flight import FetchPending, Flight, deferring
 from polang.http import Fetcher, FetchError, short_url
 from polang.language.values import LONG_MAX, LONG_MIN
 from polang.tokens.issuers import IssuerKeys, normalize_issuer
@@ -133,7 +134,7 @@ class StatusListChecker:
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: dict[tuple[str, str], _Entry] = {}
-        self._uri_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._flights: dict[tuple[str, str], Flight] = {}  # lists being fetched
         self._unverified_failure: dict[str, float] = {}  # issuer id -> last failed fetch
         self.fetch_count = 0
 
@@ -152,25 +153,71 @@ class StatusListChecker:
             raise TokenDrop("revoked", f"the token's status is {name} (status list {uri})")
 
     def _list(self, uri: str, issuer: IssuerKeys | None, verify: bool) -> StatusList:
-        """The list at ``uri``: cached, or fetched by one thread while the others wait (a
-        token needing an expired list must not be judged by it)."""
+        """The list at ``uri``: cached, or fetched by one caller while the others wait (a
+        token needing an expired list must not be judged by it). Under
+        :func:`polang._flight.deferred` starting or waiting for the fetch raises
+        :class:`~polang._flight.FetchPending` instead."""
         issuer_id = issuer.settings.issuer_id if issuer else ""
         key = (issuer_id, uri)
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None or self._clock() >= entry.expires_at:
-                lock = self._uri_locks.setdefault(key, threading.Lock())
-                entry = None
-        if entry is None:
-            with lock:
+        entry: _Entry | None = None
+        for _ in range(2):  # a waiter whose fetch left an expired entry fetches once itself
+            with self._lock:
                 now = self._clock()
-                with self._lock:
-                    entry = self._entries.get(key)
-                if entry is None or now >= entry.expires_at:
-                    entry = self._refetch(uri, issuer, issuer_id, verify, now, entry is None)
+                entry = self._entries.get(key)
+                if entry is not None and now < entry.expires_at:
+                    break
+                flight = self._flights.get(key)
+                owner = flight is None
+                if flight is None:
+                    flight = self._flights[key] = Flight()
+            if owner:
+                new = entry is None
+
+                def fly(now: float = now, new: bool = new, flight: Flight = flight) -> _Entry:
+                    try:
+                        return self._refetch(uri, issuer, issuer_id, verify, now, new)
+                    finally:
+                        with self._lock:
+                            self._flights.pop(key, None)
+                        flight.finish()
+
+                if deferring():
+                    raise FetchPending(flight, fly)
+                entry = fly()
+                break
+            if deferring():
+                raise FetchPending(flight, None)
+            # the fetch in flight ends by its own deadline; the margin covers parsing
+            flight.wait(self._settings.http_timeout + 5.0)
+        else:  # waited twice: what the last fetch left, fresh or not
+            with self._lock:
+                entry = self._entries.get(key)
+        if entry is None:
+            raise StatusUnavailable(f"status list {short_url(uri)} was not fetched in time")
         if entry.status_list is None:
             raise StatusUnavailable(entry.error or "status list unavailable")
         return entry.status_list
+
+    def push(self, text: str, issuer: IssuerKeys | None, verify: bool) -> str:
+        """Take a status list sent to the engine (a Lock server's event) at once: checked
+        as a fetched list is (``typ``, the issuer's signature, ``sub``, ``iss``, times), then
+        cached under its URI (``sub``) in place of the fetched one. Returns the URI; raises
+        :class:`StatusUnavailable` (the cache is left as it was) or ``TokenDrop``."""
+        decoded = decode_unverified(text)
+        uri = decoded.payload.get("sub")
+        if not isinstance(uri, str) or not uri:
+            raise StatusUnavailable("the list has no 'sub' (the URI it is the list of)")
+        now = self._clock()
+        status_list, expires_at = self._validate(text, uri, issuer, verify, now)
+        cap = float(self._settings.status_list_refresh_max)
+        key = (issuer.settings.issuer_id if issuer else "", uri)
+        with self._lock:
+            self._entries.pop(key, None)
+            self._entries[key] = _Entry(status_list, None, min(expires_at, now + cap))
+            while len(self._entries) > MAX_STATUS_LISTS:
+                old = next(iter(self._entries))
+                del self._entries[old]
+        return uri
 
     def _refetch(
         self,
@@ -203,7 +250,6 @@ class StatusListChecker:
             while len(self._entries) > MAX_STATUS_LISTS:
                 old = next(iter(self._entries))
                 del self._entries[old]
-                self._uri_locks.pop(old, None)
             if entry.status_list is None and not verify:
                 self._unverified_failure[issuer_id] = now
         return entry
@@ -214,7 +260,7 @@ class StatusListChecker:
         with self._lock:
             self.fetch_count += 1
         try:
-            result = self._fetcher.get(uri, accept="application/statuslist+jwt")
+            result = self._fetcher.get(uri, accept="application/statuslist+jwt", kind="status_list")
             text = result.body.decode("ascii").strip()
         except (FetchError, UnicodeDecodeError) as e:
             return _Entry(None, f"status list {short_url(uri)} unreachable: {e}", retry_after)
