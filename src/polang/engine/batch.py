@@ -329,7 +329,8 @@ class BatchParts:
         if tokens:
             ctx = token_context(snap, value, act)
         else:  # pushed data (push_data) fills context.data, else the context as given
-            filled = data_context(snap, value, act)
+            data = snap.context_data
+            filled = data_context(snap, value, act) if data is not None and data.present else None
             ctx = read_context(value, act, snap.store.schema) if filled is None else filled
         self._contexts[key] = (value, ctx)
         return ctx

@@ -485,7 +485,8 @@ def token_context(
         # `tokens: {...}` declared required: parse the caller's part with a stand-in
         # (the engine fills the field), so a required field is not reported missing
         given = with_tokens_stand_in(context)
-    ctx = data_context(snap, given, act)  # pushed data (push_data) fills context.data
+    data = snap.context_data  # pushed data (push_data) fills context.data
+    ctx = data_context(snap, given, act) if data is not None and data.present else None
     return read_context(given, act, snap.store.schema) if ctx is None else ctx
 
 
