@@ -23,7 +23,7 @@ import shutil
 import ssl
 import subprocess
 import sys
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +53,21 @@ HERE = Path(__file__).parent
 #: instead), PyYAML and google-re2 (no WebAssembly wheels on PyPI), httpx and httpcore
 #: (the runtime's fetch instead).
 WASM_DEPENDENCIES = ("lark", "pyDatalog", "PyJWT", "networkx", "rich")
-WASM_DEPENDENCIES += ("markdown-it-py", "mdurl", "Pygments")
+#: rich's own dependencies differ by its release (markdown-it-py and mdurl since 12.6,
+#: commonmark before): the installed ones go too
+RICH_DEPENDENCIES = ("markdown-it-py", "mdurl", "Pygments", "commonmark")
 #: Wheels any Python can install (pure Python), for the Python Pyodide is.
 PIP_DOWNLOAD = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--no-deps"]
 PIP_DOWNLOAD += ["--platform", "any", "--python-version", "3.14", "--implementation", "py"]
 CORPUS_SAMPLE = 40  # test files of the conformance corpus, spread over it
+
+
+def installed(distribution: str) -> bool:
+    try:
+        version(distribution)
+    except PackageNotFoundError:
+        return False
+    return True
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +81,7 @@ def wheel_dir(pyodide_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     """polang's wheel (built when the sources changed) and the dependency wheels."""
     lock = json.loads((pyodide_dir / "pyodide-lock.json").read_text())["packages"]
     pins = [f"{name}=={version(name)}" for name in WASM_DEPENDENCIES]
+    pins += [f"{name}=={version(name)}" for name in RICH_DEPENDENCIES if installed(name)]
     pins += [f"{name}=={lock[name]['version']}" for name in ("micropip", "packaging")]
     deps = cache_dir() / ("wheels-" + hashlib.sha256(" ".join(pins).encode()).hexdigest()[:12])
     if not deps.is_dir():

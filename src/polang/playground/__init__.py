@@ -27,7 +27,9 @@ from polang.errors import PolangError
 #: there (lark for parse errors, PyJWT, networkx for the analyses, rich for the tree).
 #: ``polang.rules`` is named too: in a source checkout it lives outside ``src/polang``.
 PACKAGES: tuple[str, ...] = ("polang", "polang.rules", "lark", "jwt", "networkx", "rich")
-PACKAGES += ("markdown_it", "mdurl", "pygments")
+#: rich's own dependencies, which differ by its release (markdown-it-py and mdurl since
+#: 12.6, commonmark before): shipped when this Python has them
+RICH_PACKAGES: tuple[str, ...] = ("markdown_it", "mdurl", "pygments", "commonmark")
 #: The files of the ``pyodide`` npm package the page loads (the runtime, its standard
 #: library and its lock file); nothing else of the folder is served.
 PYODIDE_FILES = (
@@ -75,13 +77,16 @@ def find_pyodide(given: str | os.PathLike[str] | None = None) -> Path:
 
 @cache
 def packages_zip() -> bytes:
-    """:data:`PACKAGES` as this Python has them installed, in one zip for site-packages
-    (they are pure Python, so the same files run in Pyodide)."""
+    """:data:`PACKAGES` (and the :data:`RICH_PACKAGES` installed) as this Python has them,
+    in one zip for site-packages (they are pure Python, so the same files run in
+    Pyodide)."""
     buf = io.BytesIO()
     written: set[str] = set()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for name in PACKAGES:
+        for name in PACKAGES + RICH_PACKAGES:
             spec = importlib.util.find_spec(name)
+            if name in RICH_PACKAGES and spec is None:
+                continue
             if spec is None or not spec.submodule_search_locations:
                 raise PlaygroundError(f"the package {name!r} is not installed here")
             root = Path(next(iter(spec.submodule_search_locations)))
