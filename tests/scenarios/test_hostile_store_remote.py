@@ -14,9 +14,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from polang.config import Config
-from polang.errors import PolangError
-from polang.store import PolicyStore, PolicyStoreLoadError, PolicyStoreSource, StoreRefresher
-from store.storekit import store_files, zip_bytes
+from polang.store import PolicyStoreLoadError, PolicyStoreSource, StoreRefresher
+from store.storekit import Sink, store_files, zip_bytes
 from tokens.oidc_server import OidcProvider, blocked, body, drip, redirect, status
 
 FAST = Config(http_request_timeout=5, http_max_retries=0)
@@ -88,18 +87,6 @@ def test_retry_after_on_a_store_fetch(
     err = load_error(p.url("/s.parc"), Config(http_max_retries=3), client_ssl_context)
     assert "the server asked to retry after 3600 s" in str(err)
     assert p.requests["/s.parc"] == 1
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.stores: list[PolicyStore] = []
-        self.errors: list[PolangError] = []
-
-    def update(self, store: PolicyStore) -> None:
-        self.stores.append(store)
-
-    def error(self, e: PolangError) -> None:
-        self.errors.append(e)
 
 
 def test_a_refresh_redirected_to_http_keeps_the_last_good_store(

@@ -6,14 +6,19 @@ import base64
 import copy
 import io
 import json
+import threading
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from polang.store.errors import PolicyStoreLoadError
+
+if TYPE_CHECKING:
+    from polang.errors import PolangError
+    from polang.store.model import PolicyStore
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "stores"
@@ -184,7 +189,6 @@ class StoreServer:
 
     def __init__(self, tls: Any = None) -> None:
         """``tls``: a server-side ``ssl.SSLContext`` to serve HTTPS instead of HTTP."""
-        import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         self.routes: dict[str, Route] = {}
@@ -241,3 +245,24 @@ class StoreServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(5)
+
+
+class Sink:
+    """Collects refresher callbacks; ``wait`` blocks until one arrives."""
+
+    def __init__(self) -> None:
+        self.stores: list[PolicyStore] = []
+        self.errors: list[PolangError] = []
+        self.event = threading.Event()
+
+    def update(self, store: PolicyStore) -> None:
+        self.stores.append(store)
+        self.event.set()
+
+    def error(self, e: PolangError) -> None:
+        self.errors.append(e)
+        self.event.set()
+
+    def wait(self) -> None:
+        assert self.event.wait(20), "the refresher reported nothing"
+        self.event.clear()

@@ -19,10 +19,9 @@ import pytest
 from polang.config import Config
 from polang.store import PolicyStoreLoadError, PolicyStoreSource, StoreRefresher
 from polang.store.remote import MAX_VALIDATOR_CHARS, Validators
-from scenarios.test_hostile_store_remote import Sink
 from tokens.oidc_server import OidcProvider, redirect, send
 
-from .storekit import store_files, zip_bytes
+from .storekit import Sink, store_files, zip_bytes
 
 FAST = Config(http_request_timeout=5, http_max_retries=0)
 EXTRA = '@id("extra") permit (principal, action == App::Action::"edit", resource);\n'

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import ssl
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from polang.config import Config
 from polang.errors import PolangError
 from polang.store import PolicyStore, PolicyStoreLoadError, PolicyStoreSource, StoreRefresher
 
-from .storekit import Route, StoreServer, legacy_doc, store_files, zip_bytes
+from .storekit import Route, Sink, StoreServer, legacy_doc, store_files, zip_bytes
 
 FAST = Config(http_request_timeout=5, http_max_retries=0)
 EXTRA = '@id("extra") permit (principal, action == App::Action::"edit", resource);\n'
@@ -99,27 +98,6 @@ def test_a_bad_remote_store_names_the_url(server: StoreServer) -> None:
 
 
 # ---------------------------------------------------------------- refresh
-
-
-class Sink:
-    """Collects refresher callbacks; ``wait`` blocks until one arrives."""
-
-    def __init__(self) -> None:
-        self.stores: list[PolicyStore] = []
-        self.errors: list[PolangError] = []
-        self.event = threading.Event()
-
-    def update(self, store: PolicyStore) -> None:
-        self.stores.append(store)
-        self.event.set()
-
-    def error(self, e: PolangError) -> None:
-        self.errors.append(e)
-        self.event.set()
-
-    def wait(self) -> None:
-        assert self.event.wait(20), "the refresher reported nothing"
-        self.event.clear()
 
 
 def test_refresh_replaces_only_with_a_store_that_loads(server: StoreServer) -> None:
