@@ -228,29 +228,8 @@ class UUIDv7Generator:
             return [self._reserve_general() for _ in range(n)]
         clock = self._clock_ms
         now = _time_ns() // 1_000_000 if clock is None else int(clock())
-        if self._tails_fork != _FORKS[0] or now >> 48:
-            bits = self._bits
-            return [bits(now) for _ in range(n)]
-        # :meth:`_bits`'s steps inlined, in the same order, so that a batch's ids cost no
-        # call each (a list view of 50 resources draws 50)
-        seq, start = self._seq, self._start
-        out: list[int] = []
-        append = out.append
-        for _ in range(n):
-            value = start + next(seq)
-            try:
-                tail = self._tails.pop()
-            except IndexError:
-                tail = self._refill_tails()
-            ms = self._last_ms
-            if now > ms:
-                self._last_ms = ms = now
-            if value >> 42:
-                ms += value >> 42
-                if ms >> 48:
-                    raise LogError(f"UUIDv7 timestamp {ms} ms is outside the 48-bit range")
-            append((ms << 74) | ((value & _COUNTER_MASK) << 32) | tail)
-        return out
+        bits = self._bits
+        return [bits(now) for _ in range(n)]
 
     def _bits(self, now: int) -> int:
         """The default layout's next id at clock reading ``now`` (no lock: see the class)."""
