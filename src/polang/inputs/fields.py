@@ -13,7 +13,7 @@ from polang._record import Record
 from polang.inputs.problems import Problems
 
 if TYPE_CHECKING:
-    from datetime import datetime
+    from datetime import datetime, tzinfo
 
 _IDENT_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -254,26 +254,29 @@ def is_version(value: str, *, v_prefix: bool = False) -> bool:
 
 def parse_utc(value: str) -> datetime | None:
     """An ISO 8601 UTC timestamp (``Z`` or ``+00:00``), else ``None``."""
-    from datetime import UTC, datetime  # on first use (start-up time)
+    from datetime import UTC  # on first use (start-up time)
 
-    m = _ISO_UTC.match(value)
+    return _datetime_of(_ISO_UTC.match(value), UTC)
+
+
+def parse_legacy_date(value: str) -> datetime | None:
+    """``YYYY-MM-DDTHH:MM:SS.ssssss`` (the legacy policy record's ``creation_date``)."""
+    return _datetime_of(_LEGACY_DATE.match(value), None)
+
+
+def _datetime_of(m: re.Match[str] | None, tz: tzinfo | None) -> datetime | None:
+    """The date and time a match of ``_ISO_UTC`` or ``_LEGACY_DATE`` names (groups 1-6,
+    and 7 the fraction with its dot), in ``tz``; ``None`` for no match or no such day."""
+    from datetime import datetime  # on first use (start-up time)
+
     if not m:
         return None
     y, mo, d, h, mi, s = (int(m.group(i)) for i in range(1, 7))
     frac = m.group(7) or ""
     micro = int((frac[1:] + "000000")[:6]) if frac else 0
     try:
-        return datetime(y, mo, d, h, mi, s, micro, tzinfo=UTC)
+        return datetime(y, mo, d, h, mi, s, micro, tzinfo=tz)
     except ValueError:
-        return None
-
-
-def parse_legacy_date(value: str) -> datetime | None:
-    """``YYYY-MM-DDTHH:MM:SS.ssssss`` (the legacy policy record's ``creation_date``)."""
-    from datetime import datetime  # on first use (start-up time)
-
-    m = _LEGACY_DATE.match(value)
-    if not m:
         return None
     y, mo, d, h, mi, s = (int(m.group(i)) for i in range(1, 7))
     frac = m.group(7) or ""
