@@ -264,7 +264,10 @@ class Telemetry:
 
     def active(self) -> bool:
         """Whether anything reports now (``auto``: looks for an SDK now and then)."""
-        return self._tracer is not None or self._metrics is not None or self._look()
+        if self._tracer is not None or self._metrics is not None:
+            return True
+        # the per-decision case: nothing bound and no look due (no call to _look)
+        return time.monotonic() >= self._next_look and self._look()
 
     def decided(
         self,
