@@ -1329,6 +1329,20 @@ def test_memory_log_stays_bounded_without_readers() -> None:
     assert 499 <= len(unlimited.get_log_ids()) <= 501  # the last 5 s (float steps)
 
 
+def test_memory_log_stays_bounded_while_a_reader_holds_it() -> None:
+    """Writers never wait for the log, and while a reader holds it they cannot trim: the
+    queue's own bound drops the oldest entries, so the log never grows past
+    ``max_items + MEMORY_LOG_TRIM_SLACK`` whatever the threads do."""
+    logger = make_logger(max_items=10)
+    memory = logger.memory
+    assert memory is not None
+    with memory._lock:  # a reader, busy
+        for _ in range(5_000):
+            logger.decided(uuid7(), True, ACTION, RESOURCE, None, [], [], None, None, 1, None, None)
+        assert len(memory._items) == 10 + logs_module.MEMORY_LOG_TRIM_SLACK
+    assert len(logger.get_log_ids()) == 10
+
+
 def test_metric_samples_are_folded_in_bounded_batches() -> None:
     metrics = MetricsCollector()
     for n in range(10_000):

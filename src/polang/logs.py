@@ -680,7 +680,8 @@ class MemoryLog:
     Thread-safe, and a writer never waits: an entry is appended to a queue (atomic), and
     writers trim expired and surplus entries from the front in bursts (``MEMORY_LOG_TRIM_SLACK``
     entries past ``max_items``, or entries a second past their expiry), and only when no
-    other thread holds the log (a reader, or another writer trimming). Readers trim
+    other thread holds the log (a reader, or another writer trimming; meanwhile the
+    queue's own bound drops the oldest past the slack). Readers trim
     first, so they never see more than ``max_items`` entries or an expired one; an id
     added again replaces its older entry (it moves to the end). Tags
     are an entry's ``log_kind`` and, for system entries, its ``level``; matching is
@@ -705,8 +706,12 @@ class MemoryLog:
         self._build = build
         self._lock = threading.Lock()
         # (expires_at, entry or decision record), oldest first; only a holder of _lock
-        # takes from the front, writers append at the back
-        self._items: deque[tuple[float, Any]] = deque()
+        # takes from the front, writers append at the back. Its maxlen is the count bound
+        # that holds whatever the threads do: an append past it drops the oldest entry
+        # (in C, atomic), so writers that cannot trim (a reader holds the log) never grow
+        # it past max_items + MEMORY_LOG_TRIM_SLACK
+        bound = max_items + MEMORY_LOG_TRIM_SLACK if max_items > 0 else None
+        self._items: deque[tuple[float, Any]] = deque(maxlen=bound)
 
     @staticmethod
     def _tags(entry: Mapping[str, Any]) -> list[str]:
@@ -746,7 +751,8 @@ class MemoryLog:
             while items and items[0][0] <= now:
                 items.popleft()
         if self._max_items > 0:
-            while len(items) > self._max_items:
+            # the surplus counted once: writers appending meanwhile cannot keep it going
+            for _ in range(len(items) - self._max_items):
                 items.popleft()
 
     @staticmethod
@@ -913,10 +919,12 @@ class MetricsCollector:
                 self._lock.release()
 
     def _fold(self) -> None:
-        """Apply the queued samples in order; the caller holds the lock."""
+        """Apply the queued samples in order; the caller holds the lock. The samples
+        there when it starts: writers appending meanwhile cannot keep one fold going
+        (they fold theirs next)."""
         queue, counters = self._queue, self._counters
         popleft = queue.popleft
-        while queue:
+        for _ in range(len(queue)):
             sample = popleft()
             kind = sample[0]
             if kind == _DECISION:
