@@ -185,6 +185,15 @@ def test_format_timestamp() -> None:
     assert format_timestamp(1_700_000_000.1239) == "2023-11-14T22:13:20.123Z"
     assert format_timestamp(1_700_000_000.9999) == "2023-11-14T22:13:20.999Z"
     assert TS_RE.match(format_timestamp(1_234_567_890.5))
+    # the same millisecond again, another in the same second, an earlier one
+    for seconds, text in [
+        (1_700_000_000.1231, "2023-11-14T22:13:20.123Z"),
+        (1_700_000_000.1238, "2023-11-14T22:13:20.123Z"),
+        (1_700_000_000.5, "2023-11-14T22:13:20.500Z"),
+        (1_700_000_000.1231, "2023-11-14T22:13:20.123Z"),
+        (1_700_000_001.5, "2023-11-14T22:13:21.500Z"),
+    ]:
+        assert format_timestamp(seconds) == text
 
 
 # --------------------------------------------------------------------------- settings
@@ -1364,6 +1373,74 @@ def test_metric_samples_are_folded_in_bounded_batches() -> None:
         "max": 9_999,
     }
     assert metrics.snapshot()[2] == {}  # timings restart
+
+
+_METRIC_CALLS = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("decision"),
+            st.booleans(),
+            st.integers(0, 3),
+            st.integers(0, 3),
+            st.integers(0, 10**6),
+        ),
+        st.tuples(
+            st.just("observe"),
+            st.sampled_from(["decision_time_micro_sec", "t"]),
+            st.integers(0, 10**6) | st.floats(0, 1e6),
+        ),
+        st.tuples(
+            st.just("increment"),
+            st.sampled_from(["authorize_calls", "deny", "n"]),
+            st.integers(0, 5),
+        ),
+        st.just(("snapshot",)),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_METRIC_CALLS)
+def test_metric_folds_agree_with_adding_each_sample_in_turn(calls: list[tuple[Any, ...]]) -> None:
+    """However samples are folded (in batches, decisions summed first), the counters and
+    timings are those of applying each sample in turn, snapshot after snapshot."""
+    metrics = MetricsCollector()
+    counters: dict[str, int] = {}
+    timings: dict[str, dict[str, Any]] = {}
+
+    def sample(name: str, v: float) -> None:
+        t = timings.setdefault(name, {"count": 0, "total": 0, "min": v, "max": v})
+        t["count"] += 1
+        t["total"] += v
+        t["min"], t["max"] = min(t["min"], v), max(t["max"], v)
+
+    def count(name: str, n: int) -> None:
+        counters[name] = counters.get(name, 0) + n
+
+    for call in calls:
+        if call[0] == "decision":
+            _, allow, errors, dropped, micro = call
+            metrics.decision(allow, errors, dropped, micro)
+            count("authorize_calls", 1)
+            count("allow" if allow else "deny", 1)
+            if errors:
+                count("policy_errors", errors)
+            if dropped:
+                count("dropped_tokens", dropped)
+            sample("decision_time_micro_sec", micro)
+        elif call[0] == "observe":
+            metrics.observe(call[1], call[2])
+            sample(call[1], call[2])
+        elif call[0] == "increment":
+            metrics.increment(call[1], call[2])
+            count(call[1], call[2])
+        else:
+            got_counters, _, got_timings = metrics.snapshot()
+            assert got_counters == counters and got_timings == timings
+            timings.clear()
+    got_counters, _, got_timings = metrics.snapshot()
+    assert got_counters == counters and got_timings == timings
 
 
 def test_memory_log_readers_run_while_writers_append() -> None:

@@ -39,6 +39,8 @@ def _escape(m: re.Match[str]) -> str:
 def quote_string(s: str) -> str:
     """A polang string literal that parses back to exactly ``s``, with no character of
     :data:`UNSAFE_CHARS` in it (each is an escape): safe to print and one line long."""
+    if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
+        return f'"{s}"'  # the usual id (U+0020-U+007E but the two escaped): nothing to escape
     return '"' + _QUOTED.sub(_escape, s) + '"'
 
 
@@ -47,6 +49,8 @@ def printable(s: str) -> str:
     ``\\u{9b}``), the rest as it is: for a caller's text shown outside a literal (ids in
     tables and trees, messages), so that it cannot move the cursor, restyle or clear the
     terminal, reorder the line or start a new one."""
+    if s.isascii() and s.isprintable():  # nothing unsafe in it
+        return s
     return _UNSAFE.sub(_escape, s)
 
 
@@ -61,4 +65,6 @@ def printable_json(text: str) -> str:
     """JSON text (``json.dumps(..., ensure_ascii=False)``, which escapes only C0) with
     every other unsafe character as a ``\\uXXXX`` escape: the same JSON value, safe to
     print. Unsafe characters can only stand inside its strings, where the escape is valid."""
+    if text.isascii() and text.isprintable():  # the usual line: nothing unsafe in it
+        return text
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

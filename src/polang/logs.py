@@ -314,18 +314,23 @@ def uuid7_text(raw: int) -> str:
     global _last_ms_text
     ms = raw >> 74
     last = _last_ms_text
-    if last[0] != ms:  # the millisecond's 13 characters, kept while it lasts
+    if last[0] != ms:  # the millisecond's 14 characters, kept while it lasts
         h = f"{ms:012x}"
-        last = _last_ms_text = (ms, f"{h[:8]}-{h[8:]}-7")
-    return (
-        f"{last[1]}{(raw >> 62) & 0xFFF:03x}-{0x8000 | (raw >> 48) & 0x3FFF:04x}"
-        f"-{raw & 0xFFFF_FFFF_FFFF:012x}"
-    )
+        last = _last_ms_text = (ms, f"{h[:8]}-{h[8:]}-")
+    # the 80 bits after the millisecond as the UUID has them: the first 12 of the 74 moved
+    # up by two (adding three times them) to make room for the variant, which the constant
+    # sets with the version
+    low = raw & _LOW_74
+    h = "%020x" % (low + 3 * (low & _FIRST_12) + _VERSION_AND_VARIANT)
+    return f"{last[1]}{h[:4]}-{h[4:8]}-{h[8:]}"
 
 
+_LOW_74: Final = (1 << 74) - 1
+_FIRST_12: Final = 0xFFF << 62
+_VERSION_AND_VARIANT: Final = (0x7000 << 64) | (0b10 << 62)
 _last_ms_text: tuple[int, str] = (-1, "")
-"""The last millisecond :func:`uuid7_text` wrote and its text up to the version digit (one
-tuple: threads replace it whole)."""
+"""The last millisecond :func:`uuid7_text` wrote and its text up to the version digit's
+group (one tuple: threads replace it whole)."""
 
 
 reserve_uuid7: Final[Callable[[], int]] = _default_uuid7.reserve
@@ -348,17 +353,24 @@ def uuid7_many(n: int) -> list[str]:
 _last_second: tuple[int, str] = (-1, "")
 """The last whole second :func:`format_timestamp` wrote, and its text (one tuple: threads
 replace it whole)."""
+_last_stamp: tuple[int, str] = (-1, "")
+"""The last millisecond :func:`format_timestamp` wrote, and its whole text (the same)."""
 
 
 def format_timestamp(seconds: float) -> str:
     """ISO 8601 UTC with milliseconds and a ``Z`` suffix, e.g. ``2025-01-31T12:00:00.123Z``."""
-    global _last_second
+    global _last_second, _last_stamp
     total_ms = math.floor(seconds * 1000)
+    stamp = _last_stamp
+    if stamp[0] == total_ms:  # decisions come many to the millisecond
+        return stamp[1]
     secs, ms = divmod(total_ms, 1000)
     last = _last_second
     if last[0] != secs:
         last = _last_second = (secs, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)))
-    return f"{last[1]}.{ms:03d}Z"
+    text = f"{last[1]}.{ms:03d}Z"
+    _last_stamp = (total_ms, text)
+    return text
 
 
 # A dot-joined run of base64url segments: where a compact JWS (3 segments, the last empty
@@ -924,33 +936,55 @@ class MetricsCollector:
         (they fold theirs next)."""
         queue, counters = self._queue, self._counters
         popleft = queue.popleft
+        # decisions are summed here and applied once (sums, minimum and maximum do not
+        # depend on the order)
+        n = allows = errors = dropped = 0
+        total: int | float = 0
+        low: Any = None  # the first decision's time sets both
+        high: Any = None
         for _ in range(len(queue)):
             sample = popleft()
             kind = sample[0]
             if kind == _DECISION:
-                _, allow, errors, dropped, micro_sec = sample
-                counters["authorize_calls"] = counters.get("authorize_calls", 0) + 1
-                verdict = "allow" if allow else "deny"
-                counters[verdict] = counters.get(verdict, 0) + 1
-                if errors:
-                    counters["policy_errors"] = counters.get("policy_errors", 0) + errors
-                if dropped:
-                    counters["dropped_tokens"] = counters.get("dropped_tokens", 0) + dropped
-                self._sample("decision_time_micro_sec", micro_sec)
+                _, allow, e, d, t = sample
+                n += 1
+                if allow:
+                    allows += 1
+                errors += e
+                dropped += d
+                total += t
+                if low is None or t < low:
+                    low = t
+                if high is None or t > high:
+                    high = t
             elif kind == _INCREMENT:
                 counters[sample[1]] = counters.get(sample[1], 0) + sample[2]
             else:
-                self._sample(sample[1], sample[2])
+                self._sample(sample[1], 1, sample[2], sample[2], sample[2])
+        if n:
+            counters["authorize_calls"] = counters.get("authorize_calls", 0) + n
+            for name, count in (("allow", allows), ("deny", n - allows)):
+                if count:
+                    counters[name] = counters.get(name, 0) + count
+            if errors:
+                counters["policy_errors"] = counters.get("policy_errors", 0) + errors
+            if dropped:
+                counters["dropped_tokens"] = counters.get("dropped_tokens", 0) + dropped
+            self._sample("decision_time_micro_sec", n, total, low, high)
 
-    def _sample(self, name: str, v: int | float) -> None:
+    def _sample(
+        self, name: str, count: int, total: int | float, low: int | float, high: int | float
+    ) -> None:
+        """Add ``count`` samples summing to ``total``, the least ``low``, the greatest
+        ``high``."""
         s = self._timings.get(name)
         if s is None:
-            self._timings[name] = {"count": 1, "total": v, "min": v, "max": v}
+            self._timings[name] = {"count": count, "total": total, "min": low, "max": high}
         else:
-            s["count"] += 1
-            s["total"] += v
-            s["min"] = min(s["min"], v)
-            s["max"] = max(s["max"], v)
+            s["count"] += count
+            s["total"] += total
+            s["min"] = min(s["min"], low)
+            s["max"] = max(s["max"], high)
 
     def increment(self, name: str, n: int = 1) -> None:
         """Add ``n`` to a counter."""
@@ -1082,6 +1116,7 @@ class Logger:
         self._app = self.settings.application_id
         self._jwt_id = self.settings.decision_log_default_jwt_id
         self.memory: MemoryLog | None = None
+        self._store_text: tuple[object, object, Any, Any] = (None, None, None, None)
         self._py: logging.Logger | None = None
         if self._type == "memory":
             self.memory = MemoryLog(
@@ -1146,7 +1181,8 @@ class Logger:
         elif self._py is not None:
             # the record made as Logger.log makes it, without its search of the stack for
             # the caller (this line, always) and with the JSON text written when a
-            # handler formats the message: getMessage() is that text
+            # handler formats the message: getMessage() is that text; the entry is set
+            # as makeRecord sets an ``extra`` (its check for clashes is for callers' keys)
             record = self._py.makeRecord(
                 PYTHON_LOGGER_NAME,
                 _PY_LEVELS[level],
@@ -1156,8 +1192,8 @@ class Logger:
                 (),
                 None,
                 "_write",
-                {"polang": entry},
             )
+            record.polang = entry
             self._py.handle(record)
 
     def decision(
@@ -1275,57 +1311,95 @@ class Logger:
         self.metrics.decision(allow, len(errors), len(dropped), micro_sec)
         if self._py is not None and not self._py.isEnabledFor(_PY_INFO):
             return
-        record = (
-            self._clock(),
-            self._reserve_id(),
-            allow,
-            request_id,
-            action,
-            resource,
-            principal,
-            tuple(reasons),
-            errors,
-            None if log_ids is None else tuple(log_ids),
-            dropped,
-            micro_sec,
-            policystore_id,
-            policystore_version,
-        )
         if self.memory is not None:
-            self.memory._add(record)
-        else:
-            self._write(self._decision_of_record(record), "INFO")
+            self.memory._add(
+                (
+                    self._clock(),
+                    self._reserve_id(),
+                    allow,
+                    request_id,
+                    action,
+                    resource,
+                    principal,
+                    tuple(reasons),
+                    errors,
+                    None if log_ids is None else tuple(log_ids),
+                    dropped,
+                    micro_sec,
+                    policystore_id,
+                    policystore_version,
+                )
+            )
+        else:  # built now, from the values themselves (no copies in between)
+            entry = self._decision_of(
+                self._clock(),
+                self._reserve_id(),
+                allow,
+                request_id,
+                action,
+                resource,
+                principal,
+                reasons,
+                errors,
+                log_ids,
+                dropped,
+                micro_sec,
+                policystore_id,
+                policystore_version,
+            )
+            self._write(entry, "INFO")
 
     def _decision_of_record(self, r: tuple[Any, ...]) -> dict[str, Any]:
-        """The Decision entry of a record queued by :meth:`decided`: what
-        :meth:`_decision_entry` makes of the same values (a test compares them), built in
-        one literal (for the ``python`` and ``std_out`` logs it is built per decision)."""
-        entry_id, request_id, principal, log_ids, errors, dropped = (
-            r[1],
-            r[3],
-            r[6],
-            r[9],
-            r[8],
-            r[10],
-        )
+        """The Decision entry of a record the memory log keeps for :meth:`decided`."""
+        return self._decision_of(*r)
+
+    def _decision_of(
+        self,
+        when: float,
+        entry_id: object,
+        allow: bool,
+        request_id: object,
+        action: object,
+        resource: object,
+        principal: object,
+        reasons: Iterable[object],
+        errors: tuple[Mapping[str, object], ...],
+        log_ids: Iterable[Any] | None,
+        dropped: tuple[Any, ...],
+        micro_sec: int | float,
+        policystore_id: object,
+        policystore_version: object,
+    ) -> dict[str, Any]:
+        """The Decision entry of :meth:`decided`'s values: what :meth:`_decision_entry`
+        makes of the same values (a test compares them), built in one literal (for the
+        ``python`` and ``std_out`` logs it is built per decision)."""
+        store = self._store_text
+        if store[0] is not policystore_id or store[1] is not policystore_version:
+            # the loaded store's id and version, scanned once while it stays loaded
+            store = self._store_text = (
+                policystore_id,
+                policystore_version,
+                _jsonable(policystore_id),
+                _jsonable(policystore_version),
+            )
         redact = redact_tokens
         return {
             "id": uuid7_text(entry_id) if type(entry_id) is int else _jsonable(entry_id),
-            "timestamp": format_timestamp(r[0]),
+            "timestamp": format_timestamp(when),
             "log_kind": "Decision",
             "application_id": self._app,
             "pdp_id": self.pdp_id,
             "request_id": (
                 uuid7_text(request_id) if type(request_id) is int else _jsonable(request_id)
             ),
-            "policystore_id": _jsonable(r[12]),
-            "policystore_version": _jsonable(r[13]),
+            "policystore_id": store[2],
+            "policystore_version": store[3],
             "principal": None if principal is None else redact(str(principal)),
-            "action": redact(str(r[4])),
-            "resource": redact(str(r[5])),
-            "decision": "ALLOW" if r[2] else "DENY",
+            "action": redact(str(action)),
+            "resource": redact(str(resource)),
+            "decision": "ALLOW" if allow else "DENY",
             "diagnostics": {
-                "reason": [_jsonable(x) for x in r[7]],
+                "reason": [_jsonable(x) for x in reasons],
                 "errors": [_jsonable(e) for e in errors] if errors else [],
             },
             "tokens": (
@@ -1336,7 +1410,7 @@ class Logger:
                 )
             ),
             "dropped_tokens": [_jsonable(x.to_dict()) for x in dropped] if dropped else [],
-            "decision_time_micro_sec": round(r[11]),
+            "decision_time_micro_sec": round(micro_sec),
         }
 
     def system(self, level: str, msg: object, /, **extra: object) -> dict[str, Any] | None:

@@ -48,6 +48,29 @@ def test_quote_string_escapes_every_unsafe_character_and_parses_back(s: str) -> 
     assert isinstance(lit, ast.Lit) and lit.value == s
 
 
+@pytest.mark.parametrize(
+    ("s", "quoted"),
+    [
+        ("", '""'),
+        ("alice", '"alice"'),
+        ("".join(map(chr, range(32, 127))).replace('"', "").replace("\\", ""), None),
+        ('say "hi"', '"say \\"hi\\""'),
+        ("back\\slash", '"back\\\\slash"'),
+        ("del\x7f", '"del\\u{7f}"'),
+        ("é", '"é"'),
+    ],
+)
+def test_quote_string_writes_plain_text_as_it_is_and_escapes_the_rest(
+    s: str, quoted: str | None
+) -> None:
+    """Printable ASCII but the quote and the backslash is written as it is (the usual id);
+    the quote, the backslash and DEL are escaped; what is safe beyond ASCII stays."""
+    q = quote_string(s)
+    assert q == (f'"{s}"' if quoted is None else quoted)
+    lit = parse_expression(q)
+    assert isinstance(lit, ast.Lit) and lit.value == s
+
+
 def test_c1_and_bidi_escapes_are_the_parser_s_own() -> None:
     assert quote_string("\x9b") == '"\\u{9b}"'
     assert quote_string("\u202e") == '"\\u{202e}"'
