@@ -24,6 +24,7 @@ from polang.errors import ConfigError, PolangError, TokenError
 from polang.logs import (
     LEVELS,
     REDACTED_TOKEN,
+    DecisionValues,
     LogError,
     Logger,
     LogSettings,
@@ -57,6 +58,11 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+def _values(request_id: str | int) -> DecisionValues:
+    """An allowed decision's values, nothing else in them."""
+    return DecisionValues(request_id, True, ACTION, RESOURCE, None, (), (), None, (), 1, None, None)
 
 
 def make_logger(log_type: str = "memory", **kw: Any) -> Logger:
@@ -1256,18 +1262,20 @@ def test_an_engine_record_is_the_entry_decision_writes(
         policystore_version="1.0.0",
     )
     logger.decided(
-        rid,
-        False,
-        _Uid(values["action"]),  # type: ignore[arg-type]
-        _Uid(values["resource"]),  # type: ignore[arg-type]
-        _Uid(values["principal"]),  # type: ignore[arg-type]
-        values["reason"],  # type: ignore[arg-type]
-        values["errors"],  # type: ignore[arg-type]
-        values["log_ids"],  # type: ignore[arg-type]
-        values["dropped"],  # type: ignore[arg-type]
-        42,
-        "s1",
-        "1.0.0",
+        DecisionValues.of(
+            rid,
+            False,
+            _Uid(values["action"]),  # type: ignore[arg-type]
+            _Uid(values["resource"]),  # type: ignore[arg-type]
+            _Uid(values["principal"]),  # type: ignore[arg-type]
+            values["reason"],
+            values["errors"],
+            values["log_ids"],
+            values["dropped"],
+            42,
+            "s1",
+            "1.0.0",
+        )
     )
     assert expected is not None
     if log_type == "memory":
@@ -1285,13 +1293,15 @@ def test_an_engine_record_is_the_entry_decision_writes(
     assert token not in json.dumps(got) and REDACTED_TOKEN in got["principal"]
 
 
-def test_an_engine_record_keeps_its_values_not_the_callers_lists() -> None:
-    """The record copies the lists the caller's result shares: changing them after the
-    decision does not change the entry."""
+def test_decision_values_keep_their_own_lists_not_the_callers() -> None:
+    """``DecisionValues.of`` copies the lists the caller's result shares: changing them
+    after the decision does not change the entry."""
     logger = make_logger()
     reasons, errors = ["p1"], [{"policy_id": "p2", "error": "e"}]
     logger.decided(
-        uuid7(), True, ACTION, RESOURCE, None, reasons, errors, None, None, 1, None, None
+        DecisionValues.of(
+            uuid7(), True, ACTION, RESOURCE, None, reasons, errors, None, None, 1, None, None
+        )
     )
     reasons.append("late")
     errors[0]["error"] = "changed"
@@ -1303,7 +1313,7 @@ def test_an_engine_record_keeps_its_values_not_the_callers_lists() -> None:
 def test_memory_log_finds_records_kept_as_bits_by_their_text() -> None:
     logger = make_logger(level="INFO")
     rid = reserve_uuid7()
-    logger.decided(rid, True, ACTION, RESOURCE, None, [], [], None, None, 1, None, None)
+    logger.decided(_values(rid))
     logger.system("INFO", "about it", request_id=uuid7_text(rid))
     (log_id,) = [
         i for i in logger.get_log_ids() if logger.get_log_by_id(i)["log_kind"] == "Decision"
@@ -1327,13 +1337,13 @@ def test_memory_log_stays_bounded_without_readers() -> None:
     memory = logger.memory
     assert memory is not None
     for _ in range(5_000):
-        logger.decided(uuid7(), True, ACTION, RESOURCE, None, [], [], None, None, 1, None, None)
+        logger.decided(_values(uuid7()))
     assert len(memory._items) <= 10 + logs_module.MEMORY_LOG_TRIM_SLACK + 1
     assert len(logger.get_log_ids()) == 10
     unlimited = make_logger(max_items=0, ttl=5, clock=clock)
     for _ in range(3_000):
         clock.advance(0.01)  # 100 entries a second, 5 seconds each
-        unlimited.decided(uuid7(), True, ACTION, RESOURCE, None, [], [], None, None, 1, None, None)
+        unlimited.decided(_values(uuid7()))
     assert unlimited.memory is not None and len(unlimited.memory._items) <= 700
     assert 499 <= len(unlimited.get_log_ids()) <= 501  # the last 5 s (float steps)
 
@@ -1347,7 +1357,7 @@ def test_memory_log_stays_bounded_while_a_reader_holds_it() -> None:
     assert memory is not None
     with memory._lock:  # a reader, busy
         for _ in range(5_000):
-            logger.decided(uuid7(), True, ACTION, RESOURCE, None, [], [], None, None, 1, None, None)
+            logger.decided(_values(uuid7()))
         assert len(memory._items) == 10 + logs_module.MEMORY_LOG_TRIM_SLACK
     assert len(logger.get_log_ids()) == 10
 
@@ -1448,13 +1458,13 @@ def test_memory_log_readers_run_while_writers_append() -> None:
     read (a loop over the queue itself failed with "deque mutated during iteration")."""
     logger = make_logger(max_items=5_000)
     for _ in range(5_000):
-        logger.decided(uuid7(), True, ACTION, RESOURCE, None, [], [], None, None, 1, None, None)
+        logger.decided(_values(uuid7()))
     stop = threading.Event()
     errors: list[BaseException] = []
 
     def write() -> None:
         while not stop.is_set():
-            logger.decided(uuid7(), True, ACTION, RESOURCE, None, [], [], None, None, 1, None, None)
+            logger.decided(_values(uuid7()))
 
     writers = [threading.Thread(target=write) for _ in range(2)]
     for t in writers:

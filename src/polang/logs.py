@@ -20,7 +20,7 @@ import time
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TextIO
 
 from polang._record import Record
 from polang.errors import ConfigError, PolangError, TokenError
@@ -40,6 +40,7 @@ __all__ = [
     "PYTHON_LOGGER_NAME",
     "REDACTED_TOKEN",
     "SETTING_KEYS",
+    "DecisionValues",
     "LogError",
     "LogSettings",
     "Logger",
@@ -681,6 +682,64 @@ def _uuid7_bits(text: object) -> int | None:
     return raw if uuid7_text(raw) == text else None
 
 
+class DecisionValues(NamedTuple):
+    """One decision's own values, made once by the engine for whoever records it (the
+    decision log, the Lock's audit queue): each writes its entry from them when it needs
+    it. The sequences are the decision's own copies (the caller's result shares its lists);
+    ``request_id`` is text or bits from :func:`reserve_uuid7`; uids are written with
+    ``str``; ``log_ids`` have ``mapping``, ``index``, ``claim`` and ``value``, ``dropped``
+    tokens ``to_dict()``."""
+
+    request_id: str | int
+    allow: bool
+    action: object
+    resource: object
+    principal: object
+    reasons: tuple[str, ...]
+    errors: tuple[Mapping[str, object], ...]
+    log_ids: tuple[Any, ...] | None
+    dropped: tuple[Any, ...]
+    micro_sec: int
+    store_id: str | None
+    store_version: str | None
+
+    @classmethod
+    def of(
+        cls,
+        request_id: str | int,
+        allow: bool,
+        action: object,
+        resource: object,
+        principal: object,
+        reasons: Iterable[str],
+        errors: Iterable[Mapping[str, object]] | None,
+        log_ids: Iterable[Any] | None,
+        dropped: Iterable[Any] | None,
+        micro_sec: int,
+        store_id: str | None,
+        store_version: str | None,
+    ) -> DecisionValues:
+        """The values of a decision whose lists the caller keeps (copied: changing them
+        afterwards changes no entry)."""
+        return tuple.__new__(  # the named tuple's own __new__ is one more Python call
+            cls,
+            (
+                request_id,
+                allow,
+                action,
+                resource,
+                principal,
+                tuple(reasons),
+                tuple(dict(e) for e in errors) if errors else (),
+                None if log_ids is None else tuple(log_ids),
+                tuple(dropped) if dropped else (),
+                micro_sec,
+                store_id,
+                store_version,
+            ),
+        )
+
+
 MEMORY_LOG_TRIM_SLACK: Final = 64
 """Entries a memory log may hold past ``max_items`` before a writer trims it (readers
 trim first: they never see more than ``max_items``)."""
@@ -699,9 +758,9 @@ class MemoryLog:
     are an entry's ``log_kind`` and, for system entries, its ``level``; matching is
     case-insensitive.
 
-    ``build`` turns a record the :class:`Logger` queued for a decision (a tuple of the
-    decision's own values, see :meth:`Logger.decided`) into its entry: the entry is made
-    when read, so a decision nobody reads costs an append.
+    ``build`` turns a record the :class:`Logger` queued for a decision (a tuple: the time,
+    the entry's id and the :class:`DecisionValues` values, see :meth:`Logger.decided`) into its
+    entry: the entry is made when read, so a decision nobody reads costs an append.
     """
 
     def __init__(
@@ -843,7 +902,8 @@ class MemoryLog:
         out = []
         for stored in live.values():
             if type(stored) is tuple:
-                if stored[3] == request_id or (bits is not None and stored[3] == bits):
+                rid = stored[2].request_id
+                if rid == request_id or (bits is not None and rid == bits):
                     out.append(self._entry(stored))
             elif stored.get("request_id") == request_id:
                 out.append(_copy_json(stored))
@@ -1282,97 +1342,42 @@ class Logger:
         entry["decision_time_micro_sec"] = round(micro_sec)
         return entry
 
-    def decided(
-        self,
-        request_id: str | int,
-        allow: bool,
-        action: object,
-        resource: object,
-        principal: object,
-        reasons: Iterable[str],
-        errors: Iterable[Mapping[str, object]],
-        log_ids: Iterable[Any] | None,
-        dropped: Iterable[Any] | None,
-        micro_sec: int,
-        policystore_id: str | None,
-        policystore_version: str | None,
-    ) -> None:
+    def decided(self, d: DecisionValues) -> None:
         """The engine's decision: its metrics and its Decision entry, the same entry
-        :meth:`decision` writes for it. ``request_id`` is text or bits reserved by
-        :func:`reserve_uuid7`; uids are written with ``str``; ``log_ids`` have
-        ``mapping``, ``index``, ``claim`` and ``value``, ``dropped`` tokens ``to_dict()``.
-
-        Only the decision's values are kept (copies of its lists, which the caller's
-        result shares); for the memory log the entry is built when read."""
+        :meth:`decision` writes for the same values. For the memory log the entry is
+        built when read."""
         if self._type == "off":
             return
-        errors = tuple(dict(e) for e in errors) if errors else ()
-        dropped = tuple(dropped) if dropped else ()
-        self.metrics.decision(allow, len(errors), len(dropped), micro_sec)
+        self.metrics.decision(d.allow, len(d.errors), len(d.dropped), d.micro_sec)
         if self._py is not None and not self._py.isEnabledFor(_PY_INFO):
             return
         if self.memory is not None:
-            self.memory._add(
-                (
-                    self._clock(),
-                    self._reserve_id(),
-                    allow,
-                    request_id,
-                    action,
-                    resource,
-                    principal,
-                    tuple(reasons),
-                    errors,
-                    None if log_ids is None else tuple(log_ids),
-                    dropped,
-                    micro_sec,
-                    policystore_id,
-                    policystore_version,
-                )
-            )
-        else:  # built now, from the values themselves (no copies in between)
-            entry = self._decision_of(
-                self._clock(),
-                self._reserve_id(),
-                allow,
-                request_id,
-                action,
-                resource,
-                principal,
-                reasons,
-                errors,
-                log_ids,
-                dropped,
-                micro_sec,
-                policystore_id,
-                policystore_version,
-            )
-            self._write(entry, "INFO")
+            self.memory._add((self._clock(), self._reserve_id(), d))
+        else:
+            self._write(self._decision_of(self._clock(), self._reserve_id(), d), "INFO")
 
     def _decision_of_record(self, r: tuple[Any, ...]) -> dict[str, Any]:
         """The Decision entry of a record the memory log keeps for :meth:`decided`."""
-        return self._decision_of(*r)
+        return self._decision_of(r[0], r[1], r[2])
 
-    def _decision_of(
-        self,
-        when: float,
-        entry_id: object,
-        allow: bool,
-        request_id: object,
-        action: object,
-        resource: object,
-        principal: object,
-        reasons: Iterable[object],
-        errors: tuple[Mapping[str, object], ...],
-        log_ids: Iterable[Any] | None,
-        dropped: tuple[Any, ...],
-        micro_sec: int | float,
-        policystore_id: object,
-        policystore_version: object,
-    ) -> dict[str, Any]:
+    def _decision_of(self, when: float, entry_id: object, d: DecisionValues) -> dict[str, Any]:
         """The Decision entry of :meth:`decided`'s values: what :meth:`_decision_entry`
         makes of the same values (a test compares them), built in one literal (for the
         ``python`` and ``std_out`` logs it is built per decision)."""
+        (
+            request_id,
+            allow,
+            action,
+            resource,
+            principal,
+            reasons,
+            errors,
+            log_ids,
+            dropped,
+            micro_sec,
+            policystore_id,
+            policystore_version,
+        ) = d
         store = self._store_text
         if store[0] is not policystore_id or store[1] is not policystore_version:
             # the loaded store's id and version, scanned once while it stays loaded

@@ -19,7 +19,7 @@ from polang.errors import PolangError, PolicyStoreError, RequestError
 from polang.language.entities import Entity
 from polang.language.schema import Schema
 from polang.language.values import EntityUID, RecordValue
-from polang.logs import Logger, LogSettings, reserve_uuid7, reserve_uuid7_many
+from polang.logs import DecisionValues, Logger, LogSettings, reserve_uuid7, reserve_uuid7_many
 from polang.store.source import PolicyStoreSource
 from polang.telemetry import Telemetry, new_telemetry
 
@@ -833,46 +833,24 @@ class Engine:
         """The answer, its decision log entry and metrics. ``request_id``: the batch's id
         for the request (bits reserved by ``reserve_uuid7``), else one drawn; its text is
         written when someone reads it (the result, the log)."""
-        logged = self.logger.enabled
-        lock = self._lock_client
-        if lock is not None and lock.wants_decisions:
-            rid = reserve_uuid7() if request_id is None else request_id
-            lock.record_decision(
-                rid,
-                allow,
-                action,
-                resource,
-                principal,
-                reasons,
-                errors,
-                log_ids,
-                dropped,
-                int((time.perf_counter() - started) * 1e6) if elapsed_us is None else elapsed_us,
-                snap.store.id,
-                snap.store.version,
-            )
-            request_id = rid
-        tel = self._telemetry
-        if tel is not None and not tel.active():
-            tel = None
-        if not logged:  # nothing to log: the id is written when read
-            rid = reserve_uuid7() if request_id is None else request_id
-            result = new_result(allow, rid, reasons, errors, dropped)
-            if tel is not None:
-                elapsed_s = (
-                    time.perf_counter() - started if elapsed_us is None else elapsed_us / 1e6
-                )
-                self._report(snap, elapsed_s, result, action, resource, principal, dropped)
-            return result
         if request_id is None:  # bits: the log and the result write the text when read
             request_id = reserve_uuid7()
         # the verdict's lists are its own (fresh per decision): the result takes them
         result = new_result(allow, request_id, reasons, errors, dropped)
-        if logged:
-            elapsed = (
-                int((time.perf_counter() - started) * 1e6) if elapsed_us is None else elapsed_us
-            )
-            self.logger.decided(
+        logged = self.logger.enabled
+        lock = self._lock_client
+        if lock is not None and not lock.wants_decisions:
+            lock = None
+        tel = self._telemetry
+        if tel is not None and not tel.active():
+            tel = None
+        if not logged and lock is None and tel is None:
+            return result
+        elapsed_s = time.perf_counter() - started if elapsed_us is None else elapsed_us / 1e6
+        if logged or lock is not None:
+            # one record of the decision for whoever keeps it (copies of the lists the
+            # result shares)
+            decided = DecisionValues.of(
                 request_id,
                 allow,
                 action,
@@ -882,15 +860,18 @@ class Engine:
                 errors,
                 log_ids,
                 dropped,
-                elapsed,
+                int(elapsed_s * 1e6) if elapsed_us is None else elapsed_us,
                 snap.store.id,
                 snap.store.version,
             )
-            now = time.monotonic()
-            if now - self._last_metrics >= METRICS_INTERVAL:
-                self.flush_metrics()
-            if tel is not None:
-                self._report(snap, elapsed / 1e6, result, action, resource, principal, dropped)
+            if lock is not None:
+                lock.record_decision(decided)
+            if logged:
+                self.logger.decided(decided)
+                if time.monotonic() - self._last_metrics >= METRICS_INTERVAL:
+                    self.flush_metrics()
+        if tel is not None:
+            self._report(snap, elapsed_s, result, action, resource, principal, dropped)
         return result
 
     def flush_metrics(self) -> dict[str, Any] | None:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, deque
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
-from polang.logs import format_timestamp, jsonable, uuid7_text
+from polang.logs import DecisionValues, format_timestamp, jsonable, uuid7_text
 
 #: The most distinct policy ids telemetry counts per interval (a store holds a bounded
 #: number, but a store change may bring new ones).
@@ -57,41 +57,12 @@ class AuditQueue:
         return len(self._items)
 
 
-class DecisionRecord:
-    """What a decision hands over: the parts, unformatted (built into an entry later)."""
+class DecisionRecord(NamedTuple):
+    """A decision as the audit queue holds it: when it was queued, and its values
+    (built into an entry by the sender)."""
 
-    __slots__ = (
-        "action",
-        "allow",
-        "dropped",
-        "elapsed_us",
-        "errors",
-        "log_ids",
-        "principal",
-        "reasons",
-        "request_id",
-        "resource",
-        "store_id",
-        "store_version",
-        "when",
-    )
-
-    def __init__(self, *parts: Any) -> None:
-        (
-            self.when,
-            self.request_id,
-            self.allow,
-            self.action,
-            self.resource,
-            self.principal,
-            self.reasons,
-            self.errors,
-            self.log_ids,
-            self.dropped,
-            self.elapsed_us,
-            self.store_id,
-            self.store_version,
-        ) = parts
+    when: float
+    decided: DecisionValues
 
 
 def decision_entry(
@@ -100,9 +71,10 @@ def decision_entry(
     """The Lock's decision entry (Cedarling's shape): top-level what the Lock indexes,
     the rest in ``context_information``."""
     stamp = format_timestamp(r.when)
-    rid = r.request_id if isinstance(r.request_id, str) else uuid7_text(r.request_id)
+    d = r.decided
+    rid = d.request_id if isinstance(d.request_id, str) else uuid7_text(d.request_id)
     tokens = (
-        {} if not r.log_ids else {f"{t.mapping}#{t.index}": {t.claim: t.value} for t in r.log_ids}
+        {} if not d.log_ids else {f"{t.mapping}#{t.index}": {t.claim: t.value} for t in d.log_ids}
     )
     entry: dict[str, Any] = {
         "creation_date": stamp,
@@ -110,22 +82,22 @@ def decision_entry(
         "service": service,
         "node_name": node,
         "event_type": "Decision",
-        "action": str(r.action),
-        "decision_result": "ALLOW" if r.allow else "DENY",
-        "requested_resource": str(r.resource),
+        "action": str(d.action),
+        "decision_result": "ALLOW" if d.allow else "DENY",
+        "requested_resource": str(d.resource),
     }
-    if r.principal is not None:
-        entry["principal_id"] = str(r.principal)
+    if d.principal is not None:
+        entry["principal_id"] = str(d.principal)
     if client_id is not None:
         entry["client_id"] = client_id
     entry["context_information"] = {
         "request_id": rid,
-        "policystore_id": r.store_id,
-        "policystore_version": r.store_version,
-        "diagnostics": {"reason": list(r.reasons), "errors": list(r.errors)},
-        "decision_time_micro_sec": r.elapsed_us,
+        "policystore_id": d.store_id,
+        "policystore_version": d.store_version,
+        "diagnostics": {"reason": list(d.reasons), "errors": list(d.errors)},
+        "decision_time_micro_sec": d.micro_sec,
         "tokens": tokens,
-        "dropped_tokens": [d.to_dict() for d in r.dropped or ()],
+        "dropped_tokens": [t.to_dict() for t in d.dropped],
     }
     out: dict[str, Any] = jsonable(entry)
     return out
@@ -140,7 +112,7 @@ class Telemetry:
         self._errors: Counter[str] = Counter()
         self._policies: Counter[str] = Counter()
 
-    def decision(self, allow: bool, reasons: list[str], errors: int, dropped: int) -> None:
+    def decision(self, allow: bool, reasons: Sequence[str], errors: int, dropped: int) -> None:
         with self._lock:
             ops = self._ops
             ops["authz.requests_total"] += 1

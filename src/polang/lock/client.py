@@ -22,7 +22,7 @@ from polang.config import Config
 from polang.errors import LockError, PolangError, PolicyStoreError
 from polang.escapes import printable
 from polang.http import Fetcher, FetchError, StreamBody, short_url
-from polang.logs import Logger, format_timestamp
+from polang.logs import DecisionValues, Logger, format_timestamp
 from polang.store.remote import fetch_limits
 from polang.store.source import PolicyStoreSource
 from polang.tokens.settings import TokenSettings
@@ -246,42 +246,12 @@ class LockClient:
 
     # ------------------------------------------------------------ from decisions
 
-    def record_decision(
-        self,
-        request_id: str | int,
-        allow: bool,
-        action: object,
-        resource: object,
-        principal: object,
-        reasons: list[str],
-        errors: list[dict[str, str]],
-        log_ids: Any,
-        dropped: Any,
-        elapsed_us: int,
-        store_id: str,
-        store_version: str | None,
-    ) -> None:
+    def record_decision(self, d: DecisionValues) -> None:
         """Queue one decision (an append; the entry is built by the sender)."""
         if self._log_on:
-            self.queues["log"].put(
-                DecisionRecord(
-                    self._clock(),
-                    request_id,
-                    allow,
-                    action,
-                    resource,
-                    principal,
-                    reasons,
-                    errors,
-                    log_ids,
-                    dropped,
-                    elapsed_us,
-                    store_id,
-                    store_version,
-                )
-            )
+            self.queues["log"].put(DecisionRecord(self._clock(), d))
         if self._telemetry_on:
-            self.telemetry.decision(allow, reasons, len(errors), len(dropped or ()))
+            self.telemetry.decision(d.allow, d.reasons, len(d.errors), len(d.dropped))
 
     @property
     def wants_decisions(self) -> bool:
