@@ -8,6 +8,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pytest
+from tests.random_stores import DELETE, EDIT, VIEW, WRITE, U
+from tests.random_stores import random_entities as _random_entities
+from tests.random_stores import random_policies as _random_policies
 
 from polang.analysis.query import (
     QueryError,
@@ -28,15 +31,9 @@ from polang.language.values import EntityUID, RecordValue, SetValue
 Triple = tuple[EntityUID, EntityUID, EntityUID]
 
 
-def U(t: str, i: str) -> EntityUID:
-    return EntityUID(t, i)
-
-
-VIEW, EDIT, DELETE, WRITE = (U("Action", a) for a in ("view", "edit", "delete", "write"))
-
 # Conditions over every shape the evaluator distinguishes: scalars, tables, indexed joins
 # (==, !=, in, contains*, <...), fallbacks, &&/||/!/if, errors and the context.
-CONDITIONS = [
+QUERY_CONDITIONS = [
     "principal.dept == resource.dept",
     "resource.dept != principal.dept",
     "resource.owner == principal",
@@ -82,111 +79,15 @@ CONDITIONS = [
     "resource.groups.containsAny(principal.groups)",
 ]
 
-PRINCIPAL_SCOPES = [
-    "principal",
-    "principal",
-    'principal in Group::"g0"',
-    'principal in Group::"g1"',
-    'principal == User::"u1"',
-    "principal is User",
-    'principal is User in Group::"g2"',
-]
-ACTION_SCOPES = [
-    "action",
-    'action == Action::"view"',
-    'action in [Action::"view", Action::"edit"]',
-    'action in Action::"write"',
-    'action == Action::"delete"',
-]
-RESOURCE_SCOPES = [
-    "resource",
-    "resource",
-    'resource in Folder::"f0"',
-    'resource in Folder::"f1"',
-    "resource is Doc",
-    'resource == Doc::"d1"',
-    'resource is Doc in Folder::"f2"',
-]
-
 
 def random_policies(rng: random.Random, n: int, *, context: bool = True) -> str:
-    conds = CONDITIONS if context else [c for c in CONDITIONS if "context" not in c]
-    out = []
-    for i in range(n):
-        effect = "forbid" if rng.random() < 0.3 else "permit"
-        scope = (
-            rng.choice(PRINCIPAL_SCOPES),
-            rng.choice(ACTION_SCOPES),
-            rng.choice(RESOURCE_SCOPES),
-        )
-        body = [f'@id("p{i}")', f"{effect}({', '.join(scope)})"]
-        for _ in range(rng.choice([0, 1, 1, 2])):
-            kind = "unless" if rng.random() < 0.25 else "when"
-            c = rng.choice(conds)
-            if rng.random() < 0.3:
-                c = f"({c}) && ({rng.choice(conds)})"
-            body.append(f"{kind} {{ {c} }}")
-        out.append("\n".join(body) + ";")
-    return "\n".join(out)
+    """``n`` policies over the query conditions (``context=False``: none that reads it)."""
+    conds = QUERY_CONDITIONS if context else [c for c in QUERY_CONDITIONS if "context" not in c]
+    return _random_policies(rng, n, conds)
 
 
 def random_entities(rng: random.Random, users: int = 7, docs: int = 7) -> list[Entity]:
-    groups = [U("Group", f"g{i}") for i in range(3)]
-    folders = [U("Folder", f"f{i}") for i in range(3)]
-    us = [U("User", f"u{i}") for i in range(users)]
-    ds = [U("Doc", f"d{i}") for i in range(docs)]
-    ents = [
-        Entity(groups[0], {}, {groups[1]}),
-        Entity(groups[1]),
-        Entity(groups[2], {}, {groups[0]}),
-        Entity(folders[0]),
-        Entity(folders[1], {}, {folders[0]}),
-        Entity(folders[2]),
-        Entity(WRITE),
-        Entity(VIEW),
-        Entity(EDIT, parents={WRITE}),
-        Entity(DELETE, parents={WRITE}),
-    ]
-    for u in us:
-        attrs: dict[str, object] = {}
-        if rng.random() < 0.9:
-            attrs["dept"] = rng.choice(["x", "y", "z"])
-        if rng.random() < 0.9:
-            attrs["level"] = rng.randrange(0, 6)
-        elif rng.random() < 0.5:
-            attrs["level"] = "high"  # a type error where compared
-        if rng.random() < 0.5:
-            attrs["manager"] = rng.choice(us)
-        if rng.random() < 0.7:
-            attrs["folders"] = SetValue(rng.sample(folders, rng.randrange(0, 3)))
-        if rng.random() < 0.7:
-            attrs["groups"] = SetValue(rng.sample(["a", "b", "c"], rng.randrange(0, 3)))
-        if rng.random() < 0.6:
-            attrs["nick"] = rng.choice(["alpha", "bob", "al"])
-        tags = {"team": rng.choice(["a", "b"])} if rng.random() < 0.5 else {}
-        parents = set(rng.sample(groups, rng.randrange(0, 3)))
-        ents.append(Entity(u, attrs, parents, tags))
-    for d in ds:
-        attrs = {}
-        if rng.random() < 0.9:
-            attrs["owner"] = rng.choice([*us, U("User", "nobody"), groups[0]])
-        if rng.random() < 0.8:
-            attrs["dept"] = rng.choice(["x", "y", "z"])
-        if rng.random() < 0.7:
-            attrs["public"] = rng.random() < 0.5
-        elif rng.random() < 0.3:
-            attrs["public"] = 1  # not a Bool
-        if rng.random() < 0.8:
-            attrs["level"] = rng.randrange(0, 6)
-        if rng.random() < 0.8:
-            attrs["viewers"] = SetValue(rng.sample(us, rng.randrange(0, 4)))
-        if rng.random() < 0.7:
-            attrs["tags"] = SetValue(rng.sample(["x", "y", "q"], rng.randrange(0, 3)))
-        if rng.random() < 0.7:
-            attrs["groups"] = SetValue(rng.sample(["a", "b", "c"], rng.randrange(0, 3)))
-        parents = set(rng.sample(folders, rng.randrange(0, 2)))
-        ents.append(Entity(d, attrs, parents))
-    return ents
+    return _random_entities(rng, users, docs)
 
 
 @dataclass
