@@ -1481,3 +1481,31 @@ def test_memory_log_readers_run_while_writers_append() -> None:
         for t in writers:
             t.join()
     assert not errors
+
+
+def test_uid_texts_are_remembered_by_type_and_bounded() -> None:
+    """An entry's uid text is ``str`` with tokens redacted, whether remembered or not: a
+    uid and the plain tuple of its parts (equal, with other texts) keep their own, an
+    unhashable value is written each time, long texts are not kept, and the memory
+    starts afresh past its bound."""
+    from polang.language.values import EntityUID
+
+    uid_text = logs_module._uid_text
+    uid = EntityUID("App::User", "alice")
+    assert uid_text(uid) == 'App::User::"alice"' == uid_text(uid)
+    assert uid_text(("App::User", "alice")) == "('App::User', 'alice')"
+    assert uid_text(uid) == 'App::User::"alice"'
+    token = make_jwt()
+    assert uid_text(EntityUID("User", token)) == f'User::"{REDACTED_TOKEN}"'
+
+    class Unhashable(list[str]):
+        def __str__(self) -> str:
+            return "odd"
+
+    assert uid_text(Unhashable()) == "odd"
+    long_uid = EntityUID("User", "x" * 1000)
+    assert uid_text(long_uid) == str(long_uid)
+    assert (type(long_uid), long_uid) not in logs_module._UID_TEXTS
+    for i in range(logs_module._UID_TEXTS_MAX + 10):
+        assert uid_text(EntityUID("User", f"u{i}")) == f'User::"u{i}"'
+    assert len(logs_module._UID_TEXTS) <= logs_module._UID_TEXTS_MAX

@@ -433,6 +433,30 @@ def redact_tokens(text: str) -> str:
     return _DOTTED_RUN.sub(_redact_run, text)
 
 
+_UID_TEXTS: dict[tuple[type, object], str] = {}
+_UID_TEXTS_MAX: Final = 4096  # then it starts afresh: a flood of new uids costs the str
+_UID_TEXT_MAX_LEN: Final = 256  # longer texts are not kept (the memory stays small)
+
+
+def _uid_text(uid: object) -> str:
+    """``str(uid)`` with tokens redacted (an entry's principal, action and resource),
+    remembered for the last few thousand uids of up to ``_UID_TEXT_MAX_LEN``
+    characters: requests name the same ones again and again. Keyed by type too, since a
+    uid equals the plain tuple of its parts."""
+    key = (type(uid), uid)
+    try:
+        text = _UID_TEXTS.get(key)
+    except TypeError:  # not hashable: written each time
+        return redact_tokens(str(uid))
+    if text is None:
+        text = redact_tokens(str(uid))
+        if len(text) <= _UID_TEXT_MAX_LEN:
+            if len(_UID_TEXTS) >= _UID_TEXTS_MAX:
+                _UID_TEXTS.clear()
+            _UID_TEXTS[key] = text
+    return text
+
+
 def _jsonable(value: object) -> Any:
     """A JSON-ready copy of ``value`` with every embedded JWT redacted.
 
@@ -1387,7 +1411,6 @@ class Logger:
                 _jsonable(policystore_id),
                 _jsonable(policystore_version),
             )
-        redact = redact_tokens
         return {
             "id": uuid7_text(entry_id) if type(entry_id) is int else _jsonable(entry_id),
             "timestamp": format_timestamp(when),
@@ -1399,9 +1422,9 @@ class Logger:
             ),
             "policystore_id": store[2],
             "policystore_version": store[3],
-            "principal": None if principal is None else redact(str(principal)),
-            "action": redact(str(action)),
-            "resource": redact(str(resource)),
+            "principal": None if principal is None else _uid_text(principal),
+            "action": _uid_text(action),
+            "resource": _uid_text(resource),
             "decision": "ALLOW" if allow else "DENY",
             "diagnostics": {
                 "reason": [_jsonable(x) for x in reasons],
