@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from analysis.test_query import CONDITIONS, random_entities, random_policies
+from analysis.test_query import QUERY_CONDITIONS, random_entities, random_policies
 from datalog.strategies import Scenario, scenarios
 from polang.analysis.query import access_matrix, what_can, who_can
 from polang.datalog.authorizer import Authorizer
@@ -87,10 +87,10 @@ def test_random_stores_without_schema(seed: int) -> None:
             eng.close()
 
 
-@pytest.mark.parametrize("start", range(0, len(CONDITIONS), 4))
+@pytest.mark.parametrize("start", range(0, len(QUERY_CONDITIONS), 4))
 def test_each_condition_shape(start: int) -> None:
     """A permit and a forbid per condition: the three outcomes of each shape."""
-    conds = CONDITIONS[start : start + 4]
+    conds = QUERY_CONDITIONS[start : start + 4]
     rng = random.Random(start)
     text = "\n".join(
         f'@id("c{i}") permit(principal, action, resource) when {{ {c} }};\n'
