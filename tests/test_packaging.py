@@ -83,8 +83,7 @@ def test_lowest_constraints_pin_every_direct_dependency_at_its_lower_bound() -> 
     project = pyproject()["project"]
     extras = project["optional-dependencies"]
     web = [*extras["fastapi"], *extras["flask"], *extras["django"]]
-    # the integrations' tests: their real server and the client of Starlette's TestClient
-    servers = [r for r in extras["test"] if _name(r) in ("uvicorn", "httpx2")]
+    servers = [r for r in extras["test"] if _name(r) == "uvicorn"]  # the integrations' tests
     # polang.filtering's extra and the database drivers of its tests
     drivers = [r for r in extras["test"] if _name(r) in ("psycopg", "pymysql")]
     web += [*extras["filtering"], *extras["sqlalchemy"], *drivers]
