@@ -74,34 +74,31 @@ def _is(e: exp.Expression, b: bool) -> bool:
     return isinstance(e, exp.Boolean) and e.this is b
 
 
-def land(*xs: exp.Expression) -> exp.Expression:
+def _join(
+    xs: tuple[exp.Expression, ...], absorbing: bool, node: type[exp.And] | type[exp.Or]
+) -> exp.Expression:
+    """``xs`` joined by ``node`` (AND or OR): the ``absorbing`` constant decides the whole,
+    the other one drops out, and nothing left is that other constant."""
     items: list[exp.Expression] = []
     for x in xs:
-        if _is(x, False):
-            return FALSE
-        if not _is(x, True):
+        if _is(x, absorbing):
+            return TRUE if absorbing else FALSE
+        if not _is(x, not absorbing):
             items.append(x)
     if not items:
-        return TRUE
-    out = items[0]
+        return FALSE if absorbing else TRUE
+    out: exp.Expression = items[0]
     for x in items[1:]:
-        out = exp.And(this=_paren(out), expression=_paren(x))
+        out = node(this=_paren(out), expression=_paren(x))
     return out
+
+
+def land(*xs: exp.Expression) -> exp.Expression:
+    return _join(xs, False, exp.And)
 
 
 def lor(*xs: exp.Expression) -> exp.Expression:
-    items: list[exp.Expression] = []
-    for x in xs:
-        if _is(x, True):
-            return TRUE
-        if not _is(x, False):
-            items.append(x)
-    if not items:
-        return FALSE
-    out = items[0]
-    for x in items[1:]:
-        out = exp.Or(this=_paren(out), expression=_paren(x))
-    return out
+    return _join(xs, True, exp.Or)
 
 
 def lnot(x: exp.Expression) -> exp.Expression:
