@@ -224,24 +224,9 @@ class _Search:
         pid: str,
         makes_apply: bool,
     ) -> Repair:
-        """Named from the verified decision, not from the search's intent."""
-        if out.allow:
-            newly = sorted(p for p in out.reasons if p not in base.applies)
-            stopped = sorted(
-                p for p in base.applies if self.effects.get(p) == "forbid" and p not in out.applies
-            )
-            if newly:
-                name = pid if pid in newly else newly[0]
-                return Repair(
-                    name,
-                    "applies",
-                    changes,
-                    "allow",
-                    tuple([name, *(p for p in newly if p != name)]),
-                    out.reasons,
-                )
-            name = stopped[0] if stopped else (out.reasons[0] if out.reasons else pid)
-            return Repair(name, "stops_applying", changes, "allow", tuple(stopped), out.reasons)
+        """Named from the verified decision, not from the search's intent: the policies
+        that newly apply, else those of the other effect that stopped applying."""
+        verdict: Literal["allow", "deny"] = "allow" if out.allow else "deny"
         newly = sorted(p for p in out.reasons if p not in base.applies)
         if newly:
             name = pid if pid in newly else newly[0]
@@ -249,15 +234,21 @@ class _Search:
                 name,
                 "applies",
                 changes,
-                "deny",
+                verdict,
                 tuple([name, *(p for p in newly if p != name)]),
                 out.reasons,
             )
+        blocking = "forbid" if out.allow else "permit"  # what stood in the verdict's way
         stopped = sorted(
-            p for p in base.applies if self.effects.get(p) == "permit" and p not in out.applies
+            p for p in base.applies if self.effects.get(p) == blocking and p not in out.applies
         )
-        name = stopped[0] if stopped else pid
-        return Repair(name, "stops_applying", changes, "deny", tuple(stopped), out.reasons)
+        if stopped:
+            name = stopped[0]
+        elif out.allow and out.reasons:
+            name = out.reasons[0]
+        else:
+            name = pid
+        return Repair(name, "stops_applying", changes, verdict, tuple(stopped), out.reasons)
 
     def _shrink(self, base: _Outcome, found: list[Repair], goal: str) -> list[Repair]:
         """Drop every change that is not needed (each drop verified by a decision)."""
