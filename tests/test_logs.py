@@ -1509,3 +1509,30 @@ def test_uid_texts_are_remembered_by_type_and_bounded() -> None:
     for i in range(logs_module._UID_TEXTS_MAX + 10):
         assert uid_text(EntityUID("User", f"u{i}")) == f'User::"u{i}"'
     assert len(logs_module._UID_TEXTS) <= logs_module._UID_TEXTS_MAX
+
+
+def test_each_entry_names_the_store_it_was_decided_on(capsys: pytest.CaptureFixture[str]) -> None:
+    """The store's id and version are scanned once while they stay the same: a new store
+    (another version, or an equal text in a new string) is written as it is, and a token
+    in an id is redacted every time."""
+    logger = make_logger("std_out")
+    token = make_jwt()
+    stores = [
+        ("s1", "1.0.0"),
+        ("s1", "1.0.0"),
+        ("s1", "2.0.0"),
+        ("".join(["s", "1"]), "2.0.0"),
+        (f"s {token}", None),
+        (None, None),
+    ]
+    for store_id, version in stores:
+        logger.decided(_values(uuid7())._replace(store_id=store_id, store_version=version))
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(e["policystore_id"], e["policystore_version"]) for e in lines] == [
+        ("s1", "1.0.0"),
+        ("s1", "1.0.0"),
+        ("s1", "2.0.0"),
+        ("s1", "2.0.0"),
+        (f"s {REDACTED_TOKEN}", None),
+        (None, None),
+    ]
